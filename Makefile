@@ -1,0 +1,36 @@
+# Two entry points a user needs: `make run` and `make test`. Both build .venv on first use.
+VENV ?= .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+BENCH_N ?= 1000
+
+.PHONY: run test lint format bench clean
+
+$(STAMP): pyproject.toml
+	python3 -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	# The CPU build of torch lies on this machine's disk; installing it first keeps
+	# the dependency resolver from pulling a multi-GB CUDA build.
+	$(PY) -m pip install --quiet torch==2.13.0
+	$(PY) -m pip install --quiet -e '.[dev]'
+	touch $(STAMP)
+
+run: $(STAMP)
+	$(VENV)/bin/paperlake run --raw data/raw
+
+test: $(STAMP)
+	$(VENV)/bin/pytest
+
+lint: $(STAMP)
+	$(VENV)/bin/ruff check flows tests bench
+	$(VENV)/bin/ruff format --check flows tests bench
+
+format: $(STAMP)
+	$(VENV)/bin/ruff check --fix flows tests bench
+	$(VENV)/bin/ruff format flows tests bench
+
+bench: $(STAMP)
+	$(PY) bench/run.py --n $(BENCH_N)
+
+clean:
+	rm -rf warehouse/catalog.ducklake* warehouse/data warehouse/dq warehouse/gx

@@ -1,0 +1,1 @@
+"""paperlake: raw dumps of paper abstracts into a versioned DuckLake warehouse."""

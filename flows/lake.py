@@ -1,0 +1,91 @@
+"""DuckDB connections with the packaged extensions, and the DuckLake catalog they attach."""
+
+from __future__ import annotations
+
+import importlib
+from pathlib import Path
+
+import duckdb
+
+from flows.settings import SQL_DIR, Settings
+
+EXTENSIONS = ("ducklake", "vss", "fts")
+LAKE = "lake"
+
+
+class WarehouseError(RuntimeError):
+    """The warehouse is missing or holds no published version."""
+
+
+def extension_file(name: str) -> Path:
+    """Path of the .duckdb_extension file shipped by the duckdb-extension-<name> package."""
+    package = importlib.import_module(f"duckdb_extension_{name}")
+    root = Path(package.__file__).parent / "extensions" / f"v{duckdb.__version__}"
+    path = root / f"{name}.duckdb_extension"
+    if not path.exists():
+        raise RuntimeError(
+            f"{path} is missing: duckdb-extension-{name} must match duckdb {duckdb.__version__}"
+        )
+    return path
+
+
+def connect(database: str = ":memory:") -> duckdb.DuckDBPyConnection:
+    """A DuckDB connection with ducklake, vss and fts loaded from installed packages.
+
+    DuckDB cannot download extensions here, so each is installed from its wheel's file.
+    """
+    con = duckdb.connect(database)
+    for name in EXTENSIONS:
+        try:
+            con.execute(f"LOAD {name}")
+        except duckdb.Error:
+            con.execute(f"INSTALL '{extension_file(name)}'")
+            con.execute(f"LOAD {name}")
+    return con
+
+
+def attach(
+    con: duckdb.DuckDBPyConnection,
+    settings: Settings,
+    version: int | None = None,
+    create: bool = False,
+) -> None:
+    """Attach the warehouse's DuckLake catalog as `lake` and make it the default schema.
+
+    Args:
+        version: attach read-only at this snapshot (time travel); None for the latest.
+        create: create the catalog when it does not exist yet.
+    """
+    catalog = settings.catalog_path
+    if not catalog.exists() and not create:
+        raise WarehouseError(f"no warehouse at {settings.warehouse}: run `paperlake run` first")
+    settings.data_path.mkdir(parents=True, exist_ok=True)
+    options = [f"DATA_PATH '{settings.data_path}/'", "DATA_INLINING_ROW_LIMIT 0"]
+    if version is not None:
+        options.append(f"SNAPSHOT_VERSION {int(version)}")
+    con.execute(f"ATTACH 'ducklake:{catalog}' AS {LAKE} ({', '.join(options)})")
+    con.execute(f"USE {LAKE}")
+
+
+def open_lake(settings: Settings, version: int | None = None) -> duckdb.DuckDBPyConnection:
+    """A connection with the catalog attached, at `version` or the latest."""
+    con = connect()
+    attach(con, settings, version=version)
+    if version is not None and version not in published_versions(con):
+        raise WarehouseError(f"version {version} is not a published version")
+    if not published_versions(con):
+        raise WarehouseError(f"{settings.warehouse} holds no published version yet")
+    return con
+
+
+def read_sql(name: str) -> str:
+    """The text of sql/<name>.sql."""
+    return (SQL_DIR / f"{name}.sql").read_text()
+
+
+def published_versions(con: duckdb.DuckDBPyConnection) -> list[int]:
+    """Snapshot ids that paperlake committed (each run's commit carries a message)."""
+    rows = con.execute(
+        f"select snapshot_id from {LAKE}.snapshots() where commit_message is not null order by 1"
+    ).fetchall()
+    return [r[0] for r in rows]

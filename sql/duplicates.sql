@@ -1,0 +1,31 @@
+-- duplicates: pairs of distinct papers whose abstracts are near-duplicates.
+-- grain: one row per unordered pair (paper_a < paper_b) at or above the threshold.
+-- upstream: similar_pairs (every pair above the threshold, from blockwise products), papers.
+with pairs as (
+    select
+        least(paper_id, neighbor_id) as paper_a,
+        greatest(paper_id, neighbor_id) as paper_b,
+        max(score) as score
+    from similar_pairs
+    where paper_id <> neighbor_id
+      and score >= getvariable('duplicate_threshold')
+    group by all
+),
+
+final as (
+    select
+        pairs.paper_a,
+        pairs.paper_b,
+        round(pairs.score, 6)::float as score,
+        case when pairs.score >= 0.999 then 'identical' else 'near' end as kind,
+        a.source_path as source_a,
+        a.line as line_a,
+        b.source_path as source_b,
+        b.line as line_b
+    from pairs
+    join papers as a on a.paper_id = pairs.paper_a
+    join papers as b on b.paper_id = pairs.paper_b
+    order by score desc, paper_a, paper_b
+)
+
+select * from final
