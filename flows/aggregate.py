@@ -9,6 +9,7 @@ import numpy as np
 import polars as pl
 
 from flows.lake import read_sql
+from flows.settings import SQL_DIR
 
 BLOCK_ROWS = 2048
 TOPIC_TERMS = 8
@@ -41,16 +42,16 @@ def nearest(
     """
     n = len(ids)
     ids_arr = np.asarray(ids, dtype=object)
-    take = min(k + 1, n)
+    take = min(k, n - 1)  # self is excluded, so at most n - 1 neighbours
     top_rows, pair_rows = [], []
     for start in range(0, n, BLOCK_ROWS):
         block = vectors[start : start + BLOCK_ROWS] @ vectors.T
         rows = np.arange(block.shape[0])
         block[rows, start + rows] = -np.inf  # a paper is not its own neighbour
-        if take < n:
-            part = np.argpartition(-block, take - 1, axis=1)[:, :take]
+        if take <= 0:
+            part = np.zeros((block.shape[0], 0), dtype=np.int64)
         else:
-            part = np.tile(np.arange(n), (block.shape[0], 1))
+            part = np.argpartition(-block, take - 1, axis=1)[:, :take]
         scores = np.take_along_axis(block, part, axis=1)
         keep = np.isfinite(scores)
         src = np.repeat(start + rows, part.shape[1]).reshape(part.shape)
@@ -114,31 +115,13 @@ def cluster_topics(
     return raw.join(renumber, on="cluster").select(list(schema)).sort("paper_id")
 
 
-# Words of academic prose that name no topic; added to scikit-learn's English list.
-ACADEMIC_STOPWORDS = frozenset(
-    """
-    paper papers propose proposed proposes present presents presented introduce introduces
-    introduced study studies approach approaches method methods result results show shows
-    shown demonstrate demonstrates demonstrated demonstrating achieve achieves achieved
-    achieving significant significantly novel new existing based using use used uses work
-    works prior key effective effectively efficient efficiently improve improves improved
-    improving improvement improvements across including remains remain challenge challenges
-    challenging leverage leverages leveraging enable enables enabling provide provides
-    providing finding findings operates operate case cases large diverse critical analyzing
-    analyze resulting arbitrary various variety different furthermore moreover specifically
-    particular particularly extensive experiments experimental experiment state-of-the-art
-    outperforms outperform superior compared comparable strong simple typically highly
-    able ability allows allow address addresses addressing aim aims remarkable promising
-    fundamental framework frameworks performance overall recent recently despite
-    """.split()
-)
-
-
 def stopwords() -> pl.DataFrame:
-    """Words left out of topic terms: scikit-learn's English list plus academic filler."""
+    """Words left out of topic terms: scikit-learn's English list plus the academic filler
+    in sql/seeds/academic_stopwords.csv (one word a line; extend it freely)."""
     from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS
 
-    return pl.DataFrame({"word": sorted(ENGLISH_STOP_WORDS | ACADEMIC_STOPWORDS)})
+    academic = pl.read_csv(SQL_DIR / "seeds" / "academic_stopwords.csv")["word"].to_list()
+    return pl.DataFrame({"word": sorted(ENGLISH_STOP_WORDS | set(academic))})
 
 
 def build_aggregates(

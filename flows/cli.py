@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import sys
-from enum import Enum
+from enum import StrEnum
 from pathlib import Path
 from typing import Annotated
 
@@ -35,7 +35,7 @@ VersionOpt = Annotated[
 ]
 
 
-class Format(str, Enum):
+class Format(StrEnum):
     table = "table"
     csv = "csv"
     json = "json"
@@ -83,7 +83,9 @@ def run(
     ] = None,
     batch_size: Annotated[int | None, typer.Option(help="Embedding batch size.")] = None,
     precision: Annotated[str | None, typer.Option(help="auto, bf16 or fp32.")] = None,
-    topics: Annotated[int | None, typer.Option(help="Number of topics (default: from data).")] = None,
+    topics: Annotated[
+        int | None, typer.Option(help="Number of topics (default: from data).")
+    ] = None,
 ) -> None:
     """Ingest, validate, embed, aggregate and publish a new version."""
     from flows.pipeline import paperlake
@@ -150,8 +152,8 @@ def search(
 
     settings = settings_for(warehouse, **({"model": model} if model else {}))
     try:
-        con = open_lake(settings, version)
-        hits = dense_search(con, text, k, settings)
+        with open_lake(settings, version) as con:
+            hits = dense_search(con, text, k, settings)
     except (WarehouseError, ValueError) as exc:
         fail(str(exc))
     if fmt == Format.table:
@@ -167,10 +169,10 @@ def versions(
     """One line per published version: version, time, summary."""
     settings = settings_for(warehouse)
     try:
-        con = open_lake(settings)
+        with open_lake(settings) as con:
+            frame = con.execute(read_sql("catalog/versions")).pl()
     except WarehouseError as exc:
         fail(str(exc))
-    frame = con.execute(read_sql("catalog/versions")).pl()
     print_frame(frame, fmt)
 
 
@@ -186,8 +188,8 @@ def query(
 
     settings = settings_for(warehouse)
     try:
-        con = open_lake(settings, version)
-        frame = con.execute(sql).pl()
+        with open_lake(settings, version) as con:
+            frame = con.execute(sql).pl()
     except WarehouseError as exc:
         fail(str(exc))
     except duckdb.Error as exc:

@@ -94,9 +94,7 @@ def load_model(model: str, device: str = "auto", precision: str = "auto"):
     path = model_path(model)
     device = choose_device(device)
     st = SentenceTransformer(str(path), device=device)
-    model_id = (
-        f"sentence-transformers/{PACKAGED_MODEL}" if model == PACKAGED_MODEL else path.name
-    )
+    model_id = f"sentence-transformers/{PACKAGED_MODEL}" if model == PACKAGED_MODEL else path.name
     info = ModelInfo(
         model_id=model_id,
         path=str(path),
@@ -157,8 +155,11 @@ def encode(
         for start in range(0, len(texts), step):
             idx = order[start : start + step]
             chunk = [texts[i] for i in idx]
-            with torch.inference_mode(), torch.autocast(
-                info.device, dtype=dtype or torch.float32, enabled=dtype is not None
+            with (
+                torch.inference_mode(),
+                torch.autocast(
+                    info.device, dtype=dtype or torch.float32, enabled=dtype is not None
+                ),
             ):
                 vectors = st.encode(
                     chunk,

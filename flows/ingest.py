@@ -136,7 +136,8 @@ def discover(paths: Iterable[Path]) -> list[Path]:
             found.extend(
                 p
                 for p in sorted(path.rglob("*"))
-                if p.is_file() and not any(part.startswith(".") for part in p.relative_to(path).parts)
+                if p.is_file()
+                and not any(part.startswith(".") for part in p.relative_to(path).parts)
             )
         elif path.is_file():
             found.append(path)
@@ -321,9 +322,9 @@ def normalise(records: pl.DataFrame, min_words: int) -> tuple[pl.DataFrame, pl.D
     ).with_columns(
         word_count=pl.col("abstract").str.count_matches(r"\S+").cast(pl.Int32),
         links=pl.col("abstract").map_elements(extract_links, return_dtype=LINK_DTYPE),
-        unresolved_macros=pl.col("abstract").str.extract_all(r"\\[A-Za-z]+").list.unique(
-            maintain_order=True
-        ),
+        unresolved_macros=pl.col("abstract")
+        .str.extract_all(r"\\[A-Za-z]+")
+        .list.unique(maintain_order=True),
     )
     rule = (
         pl.when(pl.col("decode_error").is_not_null())
@@ -367,7 +368,9 @@ def normalise(records: pl.DataFrame, min_words: int) -> tuple[pl.DataFrame, pl.D
     return accepted, rejects
 
 
-def ingest_file(path: Path, min_words: int) -> tuple[SourceFile, list[pl.DataFrame], list[pl.DataFrame]]:
+def ingest_file(
+    path: Path, min_words: int
+) -> tuple[SourceFile, list[pl.DataFrame], list[pl.DataFrame]]:
     """Read one raw file. A file that cannot be read at all comes back with its error set."""
     sha, size = file_digest(path)
     source = SourceFile(path=str(path), sha256=sha, bytes=size)
@@ -410,7 +413,9 @@ def ingest(paths: Iterable[Path], min_words: int = 20) -> IngestResult:
         else normalise(pl.DataFrame(schema=RECORD_SCHEMA), min_words)[0]
     )
     rejects = (
-        pl.concat(rejected, how="vertical_relaxed") if rejected else pl.DataFrame(schema=REJECT_SCHEMA)
+        pl.concat(rejected, how="vertical_relaxed")
+        if rejected
+        else pl.DataFrame(schema=REJECT_SCHEMA)
     )
     sources = pl.DataFrame(
         [vars(f) for f in files],

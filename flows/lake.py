@@ -70,11 +70,23 @@ def attach(
 def open_lake(settings: Settings, version: int | None = None) -> duckdb.DuckDBPyConnection:
     """A connection with the catalog attached, at `version` or the latest."""
     con = connect()
-    attach(con, settings, version=version)
-    if version is not None and version not in published_versions(con):
-        raise WarehouseError(f"version {version} is not a published version")
-    if not published_versions(con):
-        raise WarehouseError(f"{settings.warehouse} holds no published version yet")
+    try:
+        attach(con, settings)
+        versions = published_versions(con)
+        if not versions:
+            raise WarehouseError(f"{settings.warehouse} holds no published version yet")
+        if version is not None:
+            if version not in versions:
+                raise WarehouseError(
+                    f"version {version} is not a published version (published: "
+                    f"{', '.join(map(str, versions))})"
+                )
+            con.execute("use memory")
+            con.execute(f"detach {LAKE}")
+            attach(con, settings, version=version)
+    except BaseException:
+        con.close()
+        raise
     return con
 
 

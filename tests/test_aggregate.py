@@ -1,0 +1,114 @@
+"""Aggregate on tiny explicit vectors: exact neighbours, near-duplicates, topics, stats."""
+
+from __future__ import annotations
+
+import numpy as np
+import polars as pl
+
+from flows import aggregate
+from flows.lake import connect
+
+
+def unit(rows):
+    v = np.asarray(rows, dtype=np.float32)
+    return v / np.linalg.norm(v, axis=1, keepdims=True)
+
+
+VECTORS = unit([[1, 0, 0], [0.99, 0.1, 0], [0, 1, 0], [0, 0.9, 0.1], [0, 0, 1]])
+IDS = ["a", "b", "c", "d", "e"]
+
+
+def brute_force(vectors, k):
+    sims = vectors @ vectors.T
+    np.fill_diagonal(sims, -np.inf)
+    return {i: list(np.argsort(-sims[i], kind="stable")[:k]) for i in range(len(vectors))}
+
+
+def test_nearest_is_exact_and_excludes_self(monkeypatch):
+    monkeypatch.setattr(aggregate, "BLOCK_ROWS", 2)  # several blocks on five rows
+    top, pairs = aggregate.nearest(IDS, VECTORS, k=2, threshold=0.99)
+    assert top.filter(pl.col("paper_id") == pl.col("neighbor_id")).height == 0
+    expected = brute_force(VECTORS, 2)
+    for i, pid in enumerate(IDS):
+        got = top.filter(pl.col("paper_id") == pid).sort("score", descending=True)
+        assert got["neighbor_id"].to_list() == [IDS[j] for j in expected[i]]
+    assert sorted(pairs.select("paper_id", "neighbor_id").rows()) == [
+        ("a", "b"),
+        ("b", "a"),
+        ("c", "d"),
+        ("d", "c"),
+    ]
+
+
+def test_nearest_on_random_vectors_matches_brute_force(monkeypatch):
+    monkeypatch.setattr(aggregate, "BLOCK_ROWS", 7)
+    rng = np.random.default_rng(0)
+    vectors = unit(rng.normal(size=(40, 16)))
+    ids = [f"p{i:02d}" for i in range(40)]
+    top, _ = aggregate.nearest(ids, vectors, k=5, threshold=0.99)
+    expected = brute_force(vectors, 5)
+    for i, pid in enumerate(ids):
+        got = top.filter(pl.col("paper_id") == pid).sort("score", descending=True)
+        assert got["neighbor_id"].to_list() == [ids[j] for j in expected[i]]
+
+
+def test_topics_are_seeded_and_numbered_by_size():
+    first = aggregate.cluster_topics(IDS, VECTORS, n_topics=3, seed=7)
+    again = aggregate.cluster_topics(IDS, VECTORS, n_topics=3, seed=7)
+    assert first.equals(again)
+    topic = dict(first.select("paper_id", "topic_id").rows())
+    assert topic["a"] == topic["b"] and topic["c"] == topic["d"]
+    assert len({topic["a"], topic["c"], topic["e"]}) == 3
+    assert topic["e"] == 2  # the single-paper topic is the smallest
+    assert aggregate.choose_topic_count(38, None) == 4
+    assert aggregate.choose_topic_count(3, 10) == 3
+
+
+def test_derived_tables_in_sql():
+    abstracts = {
+        "a": "Speculative decoding drafts a token; speculative decoding verifies tokens.",
+        "b": "Speculative decoding with a tree draft verifies many tokens in parallel.",
+        "c": "Protein folding predicts protein structure from sequences of residues.",
+        "d": "Protein design generates sequences that fold into a target structure.",
+        "e": "Weather forecasting with graph networks over the globe.",
+    }
+    papers = pl.DataFrame(
+        {
+            "paper_id": IDS,
+            "source_path": ["f.txt"] * 5,
+            "record_no": [1, 2, 3, 4, 5],
+            "line": [3, 5, 7, 9, 11],
+            "venue": ["ICLR"] * 5,
+            "year": [2026] * 5,
+            "abstract": list(abstracts.values()),
+            "word_count": [9, 11, 10, 11, 8],
+            "links": [[{"url": "https://github.com/x/y", "kind": "code"}], [], [], [], []],
+        }
+    )
+    embeddings = pl.DataFrame(
+        {"paper_id": IDS, "embedding": pl.Series(VECTORS.tolist(), dtype=pl.List(pl.Float32))}
+    )
+    con = connect()
+    con.execute("create table papers as select * from papers")
+    con.execute(
+        "create table sources as select 'f.txt' as path, 'blocks' as format, 'ICLR' as venue, "
+        "2026 as year, 5 as records_seen, 5 as accepted, 0 as rejected, null as error"
+    )
+    con.execute("create table paper_sources as select paper_id, source_path, record_no from papers")
+    counts = aggregate.build_aggregates(
+        con, papers, embeddings, k=2, threshold=0.99, n_topics=3, seed=7
+    )
+    assert counts["neighbors"] == 10
+    assert counts["duplicates"] == 2
+    assert con.execute("select paper_a, paper_b, kind from duplicates order by 1").fetchall() == [
+        ("a", "b", "near"),
+        ("c", "d", "near"),
+    ]
+    labels = dict(con.execute("select topic_id, top_terms from topics").fetchall())
+    topic_of = dict(con.execute("select paper_id, topic_id from paper_topics").fetchall())
+    assert labels[topic_of["a"]][:4] == ["decoding", "draft", "speculative", "token"]
+    assert "protein" in labels[topic_of["c"]]
+    # "tokens" and "token" fold into one term; stop words never label a topic.
+    assert "tokens" not in labels[topic_of["a"]] and "with" not in labels[topic_of["a"]]
+    stats = con.execute("select venue, papers, papers_with_code, topics from venue_stats")
+    assert stats.fetchall() == [("ICLR", 5, 1, 3)]

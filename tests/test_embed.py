@@ -1,0 +1,61 @@
+"""Embed with the real packaged all-MiniLM-L6-v2."""
+
+from __future__ import annotations
+
+import numpy as np
+import polars as pl
+import pytest
+
+from flows import embed
+
+TEXTS = [
+    "Speculative decoding with several draft tokens accelerates language model inference.",
+    "Drafting multiple candidate tokens speeds up the generation of large language models.",
+    "Protein structures are predicted from amino-acid sequences with deep networks.",
+]
+
+
+def test_packaged_model_gives_unit_vectors_of_its_dimension():
+    vectors = embed.encode(TEXTS, show_progress=False)
+    _, info = embed.load_model(embed.PACKAGED_MODEL)
+    assert info.dim == 384
+    assert info.model_id == "sentence-transformers/all-MiniLM-L6-v2"
+    assert len(info.weights_sha256) == 64
+    assert vectors.shape == (3, 384)
+    assert vectors.dtype == np.float32
+    np.testing.assert_allclose(np.linalg.norm(vectors, axis=1), 1.0, atol=1e-5)
+    sims = vectors @ vectors.T
+    # The two decoding sentences are closer to each other than to the protein one.
+    assert sims[0, 1] > sims[0, 2] + 0.2
+    assert sims[0, 1] > sims[1, 2] + 0.2
+
+
+def test_order_is_kept_whatever_the_length_sort():
+    single = [embed.encode([t], show_progress=False)[0] for t in TEXTS]
+    batch = embed.encode(TEXTS, show_progress=False)
+    for one, row in zip(single, batch, strict=True):
+        assert float(one @ row) > 0.999
+
+
+@pytest.mark.skipif(not embed.cpu_has_bf16(), reason="CPU without native bf16")
+def test_bf16_agrees_with_fp32():
+    fast = embed.encode(TEXTS, precision="bf16", show_progress=False)
+    exact = embed.encode(TEXTS, precision="fp32", show_progress=False)
+    assert float(np.min(np.sum(fast * exact, axis=1))) > 0.999
+
+
+def test_embed_papers_table():
+    papers = pl.DataFrame(
+        {"paper_id": ["a", "b"], "title": [None, "A title"], "abstract": TEXTS[:2]}
+    )
+    table = embed.embed_papers(papers, show_progress=False)
+    assert table.columns == ["paper_id", "model", "dim", "embedding"]
+    assert table["paper_id"].to_list() == ["a", "b"]
+    assert table["dim"].to_list() == [384, 384]
+    assert table["embedding"].list.len().to_list() == [384, 384]
+    assert embed.paper_text(papers).to_list() == [TEXTS[0], "A title. " + TEXTS[1]]
+
+
+def test_unknown_model_is_a_clear_error(tmp_path):
+    with pytest.raises(FileNotFoundError, match="no-such-model"):
+        embed.model_path(str(tmp_path / "no-such-model"))

@@ -1,0 +1,139 @@
+"""The whole Prefect flow end to end: real model, real Great Expectations, real DuckLake."""
+
+from __future__ import annotations
+
+import pytest
+from typer.testing import CliRunner
+
+from flows.cli import app
+from flows.lake import open_lake, published_versions
+from flows.pipeline import paperlake
+from flows.search import dense_search
+from flows.settings import Settings
+from flows.validate import DataQualityError
+from tests.conftest import SAMPLE_RAW, write
+
+
+def test_sample_run_publishes_version_1(sample_run):
+    summary, con = sample_run.summary, open_lake(sample_run.settings)
+    assert (summary.version, summary.status, summary.dq_outcome) == (1, "published", "passed")
+    assert (summary.records_seen, summary.accepted, summary.rejected, summary.papers) == (
+        38,
+        38,
+        0,
+        38,
+    )
+    assert published_versions(con) == [1]
+    assert con.execute("select count(*) from papers").fetchone() == (38,)
+    assert con.execute(
+        "select count(*), min(len(embedding)), max(len(embedding)), "
+        "min(list_cosine_similarity(embedding, embedding)) from embeddings"
+    ).fetchone() == (38, 384, 384, pytest.approx(1.0, abs=1e-5))
+    assert con.execute(
+        "select count(*) from papers anti join embeddings using (paper_id)"
+    ).fetchone() == (0,)
+    assert con.execute("select path, records_seen, accepted, rejected from sources").fetchall() == [
+        (str(SAMPLE_RAW / "000_891c899881bf48af.txt"), 19, 19, 0),
+        (str(SAMPLE_RAW / "003_1f2bd0aed823d1af.txt"), 19, 19, 0),
+    ]
+    assert con.execute("select distinct venue, year from papers").fetchall() == [("ICLR", 2026)]
+    # Every paper has k neighbours, a topic, and the topics carry readable labels.
+    assert con.execute("select count(*) from neighbors").fetchone() == (380,)
+    assert con.execute("select count(distinct paper_id) from paper_topics").fetchone() == (38,)
+    labels = [r[0] for r in con.execute("select label from topics").fetchall()]
+    assert labels and all(len(label.split(", ")) == 3 for label in labels)
+    runs = con.execute("select snapshot_id, papers, dq_outcome, model_id from runs").fetchall()
+    assert runs == [(1, 38, "passed", "sentence-transformers/all-MiniLM-L6-v2")]
+    outcomes = con.execute(
+        "select count(*), count(distinct suite), bool_and(success or not blocking) from dq_results"
+    ).fetchone()
+    assert outcomes[1] == 8 and outcomes[2] is True
+    message = con.execute(
+        "select commit_message from lake.snapshots() where snapshot_id = 1"
+    ).fetchone()[0]
+    assert "38 papers from 2 files" in message
+
+
+def test_search_finds_the_right_abstracts(sample_run):
+    con = open_lake(sample_run.settings)
+    settings = sample_run.settings
+    top = dense_search(con, "optimal transport for multi-draft speculative sampling", 1, settings)
+    assert "multi-draft" in top["abstract"][0]
+    hits = dense_search(con, "diffusion language model decoding", 3, settings)["abstract"]
+    assert any("Prophet" in a for a in hits) and any("SparseD" in a for a in hits)
+
+
+def test_bad_records_rejected_duplicates_kept_and_blocking_dq_stops_publish(
+    prefect_server, raw_copy, tmp_path
+):
+    sample = (SAMPLE_RAW / "000_891c899881bf48af.txt").read_text().split("\n\n")
+    duplicated = sample[1].strip()
+    messy = write(
+        raw_copy / "messy.txt",
+        "ICLR 2026 Papers\n\n"
+        + duplicated
+        + "\n\n   \n\n"
+        + "A fresh abstract on retrieval augmented generation for chemistry questions, "
+        "where a retriever selects reactions and a reader answers with cited evidence "
+        "from the literature of organic synthesis.\n",
+    )
+    warehouse = tmp_path / "warehouse"
+    summary = paperlake(raw=[str(raw_copy)], warehouse=str(warehouse))
+    assert (summary.version, summary.records_seen, summary.accepted, summary.rejected) == (
+        1,
+        41,
+        40,
+        1,
+    )
+    assert (summary.papers, summary.duplicate_records) == (39, 1)
+    con = open_lake(Settings(warehouse=warehouse))
+    assert con.execute("select source_path, line, rule from rejects").fetchall() == [
+        (str(messy), 5, "empty_abstract")
+    ]
+    locations = con.execute(
+        "select source_path, line from paper_sources where paper_id = "
+        "(select paper_id from paper_sources where source_path = ? and line = 3) order by 1",
+        [str(messy)],
+    ).fetchall()
+    assert locations == [(str(raw_copy / "000_891c899881bf48af.txt"), 3), (str(messy), 3)]
+    assert con.execute(
+        "select records_seen, accepted, rejected from sources where path = ?", [str(messy)]
+    ).fetchone() == (3, 2, 1)
+    con.close()
+
+    # A file without a header gives papers with no venue: a blocking check stops the run.
+    write(
+        raw_copy / "no_header.txt",
+        "Sparse mixtures of experts route each token to two of sixty-four feed-forward experts, "
+        "and a load-balancing loss keeps every expert busy during pre-training at scale.\n",
+    )
+    with pytest.raises(
+        DataQualityError, match=r"papers\.expect_column_values_to_not_be_null\(venue\)"
+    ):
+        paperlake(raw=[str(raw_copy)], warehouse=str(warehouse))
+    result = CliRunner().invoke(app, ["run", "--raw", str(raw_copy), "--warehouse", str(warehouse)])
+    assert result.exit_code == 1
+    assert "expect_column_values_to_not_be_null(venue)" in result.output
+    assert "expect_column_values_to_not_be_null(year)" in result.output
+    con = open_lake(Settings(warehouse=warehouse))
+    assert published_versions(con) == [1]
+    assert con.execute("select count(*) from papers").fetchone() == (39,)
+    dq_files = sorted((warehouse / "dq").glob("*.json"))
+    assert len(dq_files) == 3  # the published run and the two stopped ones
+
+
+def test_second_version_changes_only_what_changed(prefect_server, raw_copy, tmp_path):
+    warehouse = tmp_path / "warehouse"
+    paperlake(raw=[str(raw_copy)], warehouse=str(warehouse))
+    removed = raw_copy / "003_1f2bd0aed823d1af.txt"
+    removed.unlink()
+    summary = paperlake(raw=[str(raw_copy)], warehouse=str(warehouse))
+    assert summary.version == 2
+    assert summary.changes["papers"] == [19, 0]
+    con = open_lake(Settings(warehouse=warehouse))
+    assert con.execute("select count(*) from papers").fetchone() == (19,)
+    assert con.execute("select count(*) from sources").fetchone() == (1,)
+    con.close()
+    old = open_lake(Settings(warehouse=warehouse), version=1)
+    assert old.execute("select count(*) from papers").fetchone() == (38,)
+    assert old.execute("select count(*) from sources").fetchone() == (2,)
