@@ -86,12 +86,39 @@ def run(
     topics: Annotated[
         int | None, typer.Option(help="Number of topics (default: from data).")
     ] = None,
+    force: Annotated[
+        bool, typer.Option("--force", help="Build a version even if nothing changed.")
+    ] = False,
 ) -> None:
     """Ingest, validate, embed, aggregate and publish a new version."""
+    from flows.publish import up_to_date
+
+    settings = settings_for(warehouse)
+    overrides = {"raw": tuple(raw)} if raw else {}
+    overrides |= {
+        k: v
+        for k, v in (
+            ("model", model),
+            ("batch_size", batch_size),
+            ("precision", precision),
+            ("n_topics", topics),
+        )
+        if v is not None
+    }
+    # Checked before any flow run starts: a run with nothing to do costs only file hashing.
+    if not force:
+        try:
+            current = up_to_date(settings.with_(**overrides))
+        except (FileNotFoundError, WarehouseError) as exc:
+            fail(str(exc))
+        if current is not None:
+            out.print(f"up to date at version {current}: inputs and config unchanged")
+            out.print("embeddings computed: 0")
+            return
+
     from flows.pipeline import paperlake
     from flows.validate import DataQualityError
 
-    settings = settings_for(warehouse)
     params = {
         "raw": [str(p) for p in raw] if raw else None,
         "warehouse": str(settings.warehouse),
@@ -99,6 +126,7 @@ def run(
         "batch_size": batch_size,
         "precision": precision,
         "n_topics": topics,
+        "force": force or None,
     }
     try:
         summary = paperlake(**{k: v for k, v in params.items() if v is not None})
@@ -106,13 +134,17 @@ def run(
         err.print(f"[red]run stopped before publish:[/red] {exc}")
         err.print("The previous version stays current. Details: " + str(settings.dq_path))
         raise typer.Exit(1) from None
-    except (FileNotFoundError, ValueError) as exc:
+    except (FileNotFoundError, ValueError, WarehouseError) as exc:
         fail(str(exc))
     print_summary(summary)
 
 
 def print_summary(summary) -> None:
     """The end-of-run report: counts, version, data quality, seconds per stage."""
+    if summary.status == "up to date":
+        out.print(f"up to date at version {summary.version}: inputs and config unchanged")
+        out.print("embeddings computed: 0")
+        return
     lines = [
         f"[bold]version {summary.version}[/bold] published (run {summary.run_id[:8]})",
         f"files: {summary.files}  records seen: {summary.records_seen}  "
@@ -124,7 +156,8 @@ def print_summary(summary) -> None:
         ),
         f"papers: {summary.papers}  duplicate records merged: {summary.duplicate_records}  "
         f"near-duplicate pairs: {summary.near_duplicate_pairs}  topics: {summary.topics}",
-        f"embeddings computed: {summary.embedded}",
+        f"embeddings computed: {summary.embedded}  reused: {summary.embeddings_reused}  "
+        f"files parsed: {summary.files_parsed} of {summary.files}",
         f"data quality: {summary.dq_outcome}",
         "seconds: " + "  ".join(f"{k} {v:.1f}" for k, v in summary.stage_seconds.items()),
     ]

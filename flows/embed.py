@@ -176,6 +176,60 @@ def encode(
     return out
 
 
+def text_sha256(texts: pl.Series) -> pl.Series:
+    """Content hash of each text embedded: the key of the embedding cache."""
+    return texts.map_elements(
+        lambda t: hashlib.sha256(t.encode("utf-8")).hexdigest()[:32], return_dtype=pl.String
+    )
+
+
+class EmbeddingCache:
+    """Vectors already computed, keyed by model (id, weights, precision) and text hash.
+
+    Kept in the warehouse as Parquet parts, one per run that computed anything, each
+    written atomically; a crashed run leaves at most a temporary file behind.
+    """
+
+    def __init__(self, folder: Path, info: ModelInfo):
+        key = f"{info.model_id}:{info.weights_sha256}:{info.precision}"
+        self.folder = folder / hashlib.sha256(key.encode()).hexdigest()[:16]
+        self.dim = info.dim
+
+    def lookup(self, hashes: pl.Series) -> pl.DataFrame:
+        """Cached vectors for `hashes`: text_sha256, embedding."""
+        schema = {"text_sha256": pl.String, "embedding": pl.List(pl.Float32)}
+        parts = sorted(self.folder.glob("*.parquet")) if self.folder.exists() else []
+        if not parts:
+            return pl.DataFrame(schema=schema)
+        wanted = pl.DataFrame({"text_sha256": hashes.unique()})
+        return (
+            pl.scan_parquet(parts)
+            .join(wanted.lazy(), on="text_sha256", how="semi")
+            .unique("text_sha256", keep="first")
+            .collect()
+            .select(list(schema))
+        )
+
+    def add(self, hashes: pl.Series, vectors: pl.Series) -> None:
+        if hashes.len() == 0:
+            return
+        self.folder.mkdir(parents=True, exist_ok=True)
+        part = self.folder / f"{hashlib.sha256(''.join(hashes).encode()).hexdigest()[:16]}.parquet"
+        tmp = part.with_suffix(".tmp")
+        pl.DataFrame({"text_sha256": hashes, "embedding": vectors}).write_parquet(tmp)
+        os.replace(tmp, part)
+
+
+@dataclass
+class EmbedResult:
+    """The embeddings table and how much of it was computed now."""
+
+    table: pl.DataFrame
+    computed: int
+    reused: int
+    info: ModelInfo
+
+
 def embed_papers(
     papers: pl.DataFrame,
     model: str = PACKAGED_MODEL,
@@ -183,19 +237,31 @@ def embed_papers(
     device: str = "auto",
     precision: str = "auto",
     show_progress: bool = True,
-) -> pl.DataFrame:
-    """The embeddings table: paper_id, model, dim, embedding (list of float32)."""
+    cache_dir: Path | None = None,
+) -> EmbedResult:
+    """The embeddings table (paper_id, model, dim, embedding); only uncached texts are encoded."""
     _, info = load_model(model, device, precision)
-    vectors = encode(
-        paper_text(papers).to_list(), model, batch_size, device, precision, show_progress
+    texts = paper_text(papers)
+    hashes = text_sha256(texts)
+    keyed = pl.DataFrame({"paper_id": papers["paper_id"], "text_sha256": hashes, "text": texts})
+    cache = EmbeddingCache(cache_dir, info) if cache_dir else None
+    cached = (
+        cache.lookup(hashes)
+        if cache
+        else pl.DataFrame(schema={"text_sha256": pl.String, "embedding": pl.List(pl.Float32)})
     )
-    return pl.DataFrame(
-        {
-            "paper_id": papers["paper_id"],
-            "model": pl.Series([info.model_id] * papers.height, dtype=pl.String),
-            "dim": pl.Series([info.dim] * papers.height, dtype=pl.Int32),
-            "embedding": pl.Series(vectors, dtype=pl.Array(pl.Float32, info.dim)).cast(
-                pl.List(pl.Float32)
-            ),
-        }
+    todo = keyed.join(cached, on="text_sha256", how="anti").unique("text_sha256", keep="first")
+    vectors = encode(todo["text"].to_list(), model, batch_size, device, precision, show_progress)
+    fresh = pl.Series(vectors, dtype=pl.Array(pl.Float32, info.dim)).cast(pl.List(pl.Float32))
+    if cache:
+        cache.add(todo["text_sha256"], fresh)
+    known = pl.concat(
+        [cached, pl.DataFrame({"text_sha256": todo["text_sha256"], "embedding": fresh})]
     )
+    table = keyed.join(known, on="text_sha256", how="left", maintain_order="left").select(
+        "paper_id",
+        model=pl.lit(info.model_id, dtype=pl.String),
+        dim=pl.lit(info.dim, dtype=pl.Int32),
+        embedding="embedding",
+    )
+    return EmbedResult(table, computed=todo.height, reused=papers.height - todo.height, info=info)

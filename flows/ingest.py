@@ -6,6 +6,8 @@ Reading streams each file line by line; cleaning runs as polars expressions over
 from __future__ import annotations
 
 import hashlib
+import json
+import os
 import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
@@ -14,6 +16,8 @@ from urllib.parse import urlparse
 
 import polars as pl
 
+# Bump when parsing or cleaning changes, so that cached parses of unchanged files are redone.
+INGEST_VERSION = "1"
 BATCH_RECORDS = 50_000
 SNIPPET_CHARS = 200
 SNIFF_BYTES = 8192
@@ -115,6 +119,7 @@ class SourceFile:
     accepted: int = 0
     rejected: int = 0
     error: str | None = None
+    cached: bool = False  # read from the parse cache, not parsed again
 
 
 @dataclass
@@ -369,10 +374,9 @@ def normalise(records: pl.DataFrame, min_words: int) -> tuple[pl.DataFrame, pl.D
 
 
 def ingest_file(
-    path: Path, min_words: int
+    path: Path, min_words: int, sha: str, size: int
 ) -> tuple[SourceFile, list[pl.DataFrame], list[pl.DataFrame]]:
-    """Read one raw file. A file that cannot be read at all comes back with its error set."""
-    sha, size = file_digest(path)
+    """Parse one raw file. A file that cannot be read at all comes back with its error set."""
     source = SourceFile(path=str(path), sha256=sha, bytes=size)
     accepted: list[pl.DataFrame] = []
     rejected: list[pl.DataFrame] = []
@@ -397,28 +401,77 @@ def ingest_file(
     return source, accepted, rejected
 
 
-def ingest(paths: Iterable[Path], min_words: int = 20) -> IngestResult:
-    """Read every raw file under `paths`; broken files are reported in sources and skipped."""
+class ParseCache:
+    """Parsed records of file versions already seen, keyed by content hash and ingest config.
+
+    A file whose bytes did not change is not parsed again; its records are read back and
+    given the file's current path.
+    """
+
+    def __init__(self, folder: Path, min_words: int):
+        self.folder = folder
+        self.config = f"{INGEST_VERSION}:{min_words}"
+
+    def _stem(self, sha256: str) -> Path:
+        key = hashlib.sha256(f"{sha256}:{self.config}".encode()).hexdigest()[:32]
+        return self.folder / key
+
+    def load(self, source: SourceFile) -> tuple[SourceFile, pl.DataFrame, pl.DataFrame] | None:
+        stem = self._stem(source.sha256)
+        meta = stem.with_suffix(".json")
+        if not meta.exists():
+            return None
+        cached = SourceFile(**json.loads(meta.read_text()))
+        cached.path = source.path
+        relabel = {"source_path": pl.lit(source.path)}
+        records = pl.read_parquet(stem.with_suffix(".records.parquet")).with_columns(**relabel)
+        rejects = pl.read_parquet(stem.with_suffix(".rejects.parquet")).with_columns(**relabel)
+        return cached, records, rejects
+
+    def store(self, source: SourceFile, records: pl.DataFrame, rejects: pl.DataFrame) -> None:
+        """Write the three files of a parse, each atomically, the index file last."""
+        self.folder.mkdir(parents=True, exist_ok=True)
+        stem = self._stem(source.sha256)
+        for suffix, frame in ((".records.parquet", records), (".rejects.parquet", rejects)):
+            tmp = stem.with_suffix(suffix + ".tmp")
+            frame.write_parquet(tmp)
+            os.replace(tmp, stem.with_suffix(suffix))
+        tmp = stem.with_suffix(".json.tmp")
+        tmp.write_text(json.dumps(vars(source)))
+        os.replace(tmp, stem.with_suffix(".json"))
+
+
+def ingest(
+    paths: Iterable[Path], min_words: int = 20, cache_dir: Path | None = None
+) -> IngestResult:
+    """Read every raw file under `paths`; broken files are reported in sources and skipped.
+
+    Args:
+        cache_dir: where parses of file versions are kept; unchanged files are read from it.
+    """
+    cache = ParseCache(cache_dir, min_words) if cache_dir else None
     files: list[SourceFile] = []
     accepted: list[pl.DataFrame] = []
     rejected: list[pl.DataFrame] = []
     for path in discover(paths):
-        source, ok, bad = ingest_file(path, min_words)
+        sha, size = file_digest(path)
+        hit = cache.load(SourceFile(str(path), sha, size)) if cache else None
+        if hit:
+            source, ok, bad = hit[0], [hit[1]], [hit[2]]
+            source.cached = True
+        else:
+            source, ok, bad = ingest_file(path, min_words, sha, size)
+            if cache and source.error is None:
+                cache.store(
+                    source, _concat(ok, accepted_schema(min_words)), _concat(bad, REJECT_SCHEMA)
+                )
         files.append(source)
         accepted.extend(ok)
         rejected.extend(bad)
-    records = (
-        pl.concat(accepted, how="vertical_relaxed")
-        if accepted
-        else normalise(pl.DataFrame(schema=RECORD_SCHEMA), min_words)[0]
-    )
-    rejects = (
-        pl.concat(rejected, how="vertical_relaxed")
-        if rejected
-        else pl.DataFrame(schema=REJECT_SCHEMA)
-    )
+    records = _concat(accepted, accepted_schema(min_words))
+    rejects = _concat(rejected, REJECT_SCHEMA)
     sources = pl.DataFrame(
-        [vars(f) for f in files],
+        [{k: v for k, v in vars(f).items() if k != "cached"} for f in files],
         schema={
             "path": pl.String,
             "sha256": pl.String,
@@ -433,6 +486,15 @@ def ingest(paths: Iterable[Path], min_words: int = 20) -> IngestResult:
         },
     )
     return IngestResult(sources=sources, records=records, rejects=rejects, files=files)
+
+
+def accepted_schema(min_words: int) -> dict:
+    """Columns and types of accepted records (those of an empty parse)."""
+    return dict(normalise(pl.DataFrame(schema=RECORD_SCHEMA), min_words)[0].schema)
+
+
+def _concat(frames: list[pl.DataFrame], schema: dict) -> pl.DataFrame:
+    return pl.concat(frames, how="vertical_relaxed") if frames else pl.DataFrame(schema=schema)
 
 
 def build_papers(records: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:

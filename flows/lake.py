@@ -2,7 +2,13 @@
 
 from __future__ import annotations
 
+import fcntl
 import importlib
+import os
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import UTC, datetime
 from pathlib import Path
 
 import duckdb
@@ -13,8 +19,15 @@ EXTENSIONS = ("ducklake", "vss", "fts")
 LAKE = "lake"
 
 
+ATTACH_WAIT_SECONDS = 60
+
+
 class WarehouseError(RuntimeError):
     """The warehouse is missing or holds no published version."""
+
+
+class WarehouseBusy(WarehouseError):
+    """Another run holds the warehouse."""
 
 
 def extension_file(name: str) -> Path:
@@ -49,12 +62,17 @@ def attach(
     settings: Settings,
     version: int | None = None,
     create: bool = False,
+    read_only: bool = False,
 ) -> None:
     """Attach the warehouse's DuckLake catalog as `lake` and make it the default schema.
 
+    The catalog is a DuckDB file that one process at a time may hold for writing, so a
+    busy catalog is retried for up to ATTACH_WAIT_SECONDS.
+
     Args:
-        version: attach read-only at this snapshot (time travel); None for the latest.
+        version: attach at this snapshot (time travel); None for the latest.
         create: create the catalog when it does not exist yet.
+        read_only: attach for reading only, as queries do.
     """
     catalog = settings.catalog_path
     if not catalog.exists() and not create:
@@ -63,7 +81,17 @@ def attach(
     options = [f"DATA_PATH '{settings.data_path}/'", "DATA_INLINING_ROW_LIMIT 0"]
     if version is not None:
         options.append(f"SNAPSHOT_VERSION {int(version)}")
-    con.execute(f"ATTACH 'ducklake:{catalog}' AS {LAKE} ({', '.join(options)})")
+    if read_only:
+        options.append("READ_ONLY")
+    deadline = time.monotonic() + ATTACH_WAIT_SECONDS
+    while True:
+        try:
+            con.execute(f"ATTACH 'ducklake:{catalog}' AS {LAKE} ({', '.join(options)})")
+            break
+        except duckdb.IOException as exc:
+            if "lock" not in str(exc).lower() or time.monotonic() > deadline:
+                raise WarehouseBusy(f"catalog {catalog} is in use: {exc}") from exc
+            time.sleep(0.5)
     con.execute(f"USE {LAKE}")
 
 
@@ -71,7 +99,7 @@ def open_lake(settings: Settings, version: int | None = None) -> duckdb.DuckDBPy
     """A connection with the catalog attached, at `version` or the latest."""
     con = connect()
     try:
-        attach(con, settings)
+        attach(con, settings, read_only=True)
         versions = published_versions(con)
         if not versions:
             raise WarehouseError(f"{settings.warehouse} holds no published version yet")
@@ -83,7 +111,7 @@ def open_lake(settings: Settings, version: int | None = None) -> duckdb.DuckDBPy
                 )
             con.execute("use memory")
             con.execute(f"detach {LAKE}")
-            attach(con, settings, version=version)
+            attach(con, settings, version=version, read_only=True)
     except BaseException:
         con.close()
         raise
@@ -101,3 +129,36 @@ def published_versions(con: duckdb.DuckDBPyConnection) -> list[int]:
         f"select snapshot_id from {LAKE}.snapshots() where commit_message is not null order by 1"
     ).fetchall()
     return [r[0] for r in rows]
+
+
+@contextmanager
+def run_lock(settings: Settings) -> Iterator[None]:
+    """Hold the warehouse for one run; a second run at once exits with a clear message.
+
+    The lock is an flock on warehouse/.lock, released by the kernel however the holder ends
+    (SIGKILL included), so a crashed run never leaves the warehouse locked.
+    """
+    settings.warehouse.mkdir(parents=True, exist_ok=True)
+    path = settings.warehouse / ".lock"
+    handle = path.open("a+")
+    try:
+        fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        handle.seek(0)
+        holder = handle.read().strip() or "another process"
+        handle.close()
+        raise WarehouseBusy(
+            f"warehouse {settings.warehouse} is busy: a run is in progress ({holder}); "
+            "try again when it ends"
+        ) from None
+    handle.seek(0)
+    handle.truncate()
+    handle.write(f"pid {os.getpid()} since {datetime.now(UTC):%Y-%m-%d %H:%M:%S} UTC")
+    handle.flush()
+    try:
+        yield
+    finally:
+        handle.seek(0)
+        handle.truncate()
+        fcntl.flock(handle, fcntl.LOCK_UN)
+        handle.close()

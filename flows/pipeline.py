@@ -21,7 +21,7 @@ from prefect import flow, task  # noqa: E402
 from prefect.cache_policies import NO_CACHE  # noqa: E402
 
 from flows import aggregate, embed, ingest, publish, validate  # noqa: E402
-from flows.lake import connect  # noqa: E402
+from flows.lake import connect, run_lock  # noqa: E402
 
 PACKAGES = (
     "paperlake",
@@ -42,8 +42,9 @@ class RunSummary:
 
     run_id: str
     version: int | None = None
-    status: str = "running"
+    status: str = "running"  # running | published | up to date | failed
     files: int = 0
+    files_parsed: int = 0
     file_errors: list[str] = field(default_factory=list)
     records_seen: int = 0
     accepted: int = 0
@@ -54,6 +55,7 @@ class RunSummary:
     near_duplicate_pairs: int = 0
     topics: int = 0
     embedded: int = 0
+    embeddings_reused: int = 0
     dq_outcome: str = "not run"
     dq_failures: list[str] = field(default_factory=list)
     dq_warnings: list[str] = field(default_factory=list)
@@ -75,15 +77,22 @@ def table_frame(con: duckdb.DuckDBPyConnection, name: str) -> pl.DataFrame:
 
 @task(name="ingest_raw", cache_policy=NO_CACHE)
 def ingest_raw(settings: Settings) -> ingest.IngestResult:
-    """Read the raw files: accepted records, rejects, one row per file."""
-    return ingest.ingest(settings.raw, min_words=settings.min_words)
+    """Read the raw files (unchanged ones from the parse cache): records, rejects, sources."""
+    return ingest.ingest(
+        settings.raw, min_words=settings.min_words, cache_dir=settings.cache_path / "parsed"
+    )
 
 
 @task(name="embed_papers", cache_policy=NO_CACHE)
-def embed_papers(papers: pl.DataFrame, settings: Settings) -> pl.DataFrame:
-    """Vectors for every paper."""
+def embed_papers(papers: pl.DataFrame, settings: Settings) -> embed.EmbedResult:
+    """Vectors for every paper; only texts new for this model are encoded."""
     return embed.embed_papers(
-        papers, settings.model, settings.batch_size, settings.device, settings.precision
+        papers,
+        settings.model,
+        settings.batch_size,
+        settings.device,
+        settings.precision,
+        cache_dir=settings.cache_path / "embeddings",
     )
 
 
@@ -142,7 +151,7 @@ def commit_message(summary: RunSummary) -> str:
     return (
         f"paperlake run {summary.run_id[:8]}: {summary.papers} papers from {summary.files} "
         f"files ({summary.records_seen} records seen, {summary.accepted} accepted, "
-        f"{summary.rejected} rejected), {summary.topics} topics, "
+        f"{summary.rejected} rejected), {summary.embedded} embedded, {summary.topics} topics, "
         f"{summary.near_duplicate_pairs} near-duplicate pairs, data quality {summary.dq_outcome}"
     )
 
@@ -154,6 +163,36 @@ def write_dq_file(settings: Settings, run_id: str, results: pl.DataFrame) -> Pat
     path = folder / f"{run_id}.json"
     path.write_text(json.dumps(results.to_dicts(), indent=1, default=str))
     return path
+
+
+def report_artifacts(summary: RunSummary, dq: pl.DataFrame | None) -> None:
+    """A markdown run summary and a table of data-quality results, shown in the Prefect UI."""
+    from prefect.artifacts import create_markdown_artifact, create_table_artifact
+    from prefect.context import FlowRunContext
+
+    if FlowRunContext.get() is None:
+        return
+    lines = [
+        f"# paperlake run {summary.run_id[:8]}: {summary.status}",
+        "",
+        f"- version: {summary.version}",
+        f"- files: {summary.files} ({summary.files_parsed} parsed, the rest unchanged)",
+        f"- records seen / accepted / rejected: {summary.records_seen} / {summary.accepted} / "
+        f"{summary.rejected}",
+        f"- papers: {summary.papers}; embeddings computed: {summary.embedded}, reused: "
+        f"{summary.embeddings_reused}",
+        f"- data quality: {summary.dq_outcome}",
+        "- seconds: " + ", ".join(f"{k} {v:.1f}" for k, v in summary.stage_seconds.items()),
+    ]
+    lines += [f"- failed: {f}" for f in summary.dq_failures]
+    create_markdown_artifact(
+        "\n".join(lines), key="paperlake-run-summary", description="paperlake run summary"
+    )
+    if dq is not None and dq.height:
+        rows = dq.select(
+            "suite", "expectation", "column_name", "severity", "success", "unexpected_count"
+        ).to_dicts()
+        create_table_artifact(rows, key="paperlake-data-quality", description="expectations")
 
 
 @flow(name="paperlake", log_prints=True)
@@ -170,10 +209,12 @@ def paperlake(
     seed: int | None = None,
     min_words: int | None = None,
     max_words: int | None = None,
+    force: bool = False,
 ) -> RunSummary:
     """Build a new warehouse version from raw abstract dumps.
 
-    Every parameter left as None takes its value from Settings.
+    Every parameter left as None takes its value from Settings. With unchanged inputs and
+    config the run publishes nothing and reports the current version, unless `force`.
     """
     given = {
         "raw": tuple(Path(p) for p in raw) if raw else None,
@@ -190,13 +231,25 @@ def paperlake(
         "max_words": max_words,
     }
     settings = Settings(**{k: v for k, v in given.items() if v is not None})
-    return run_pipeline(settings)
+    return run_pipeline(settings, force=force)
 
 
-def run_pipeline(settings: Settings) -> RunSummary:
-    """The body of the flow: each stage as a task, timings and counts gathered on the way."""
-    started = datetime.now(UTC)
+def run_pipeline(settings: Settings, force: bool = False) -> RunSummary:
+    """Hold the warehouse lock and build a version unless the latest one is current."""
     summary = RunSummary(run_id=str(uuid.uuid4()))
+    with run_lock(settings):
+        fingerprint, _, weights = publish.current_fingerprint(settings)
+        latest = publish.latest_published(settings)
+        if latest and latest[1] == fingerprint and not force:
+            summary.version, summary.status = latest[0], "up to date"
+            report_artifacts(summary, None)
+            return summary
+        return build_version(settings, summary, fingerprint)
+
+
+def build_version(settings: Settings, summary: RunSummary, fingerprint: str) -> RunSummary:
+    """Each stage as a task, timings and counts gathered on the way."""
+    started = datetime.now(UTC)
     timer = time.perf_counter
     con = connect()
 
@@ -204,6 +257,7 @@ def run_pipeline(settings: Settings) -> RunSummary:
     result = ingest_raw(settings)
     papers, paper_sources = ingest.build_papers(result.records)
     summary.files = result.sources.height
+    summary.files_parsed = sum(1 for f in result.files if not f.cached)
     summary.file_errors = [e for e in result.sources["error"].to_list() if e]
     summary.records_seen = int(result.sources["records_seen"].sum())
     summary.accepted = int(result.sources["accepted"].sum())
@@ -212,7 +266,7 @@ def run_pipeline(settings: Settings) -> RunSummary:
     summary.papers = papers.height
     summary.duplicate_records = paper_sources.height - papers.height
     for name, frame in (
-        ("sources", result.sources),
+        ("sources", result.sources.sort("path")),
         ("papers", papers),
         ("paper_sources", paper_sources),
         ("rejects", result.rejects.sort("source_path", "record_no")),
@@ -221,14 +275,14 @@ def run_pipeline(settings: Settings) -> RunSummary:
     summary.stage_seconds["ingest"] = round(timer() - t, 3)
 
     t = timer()
-    _, info = embed.load_model(settings.model, settings.device, settings.precision)
-    embeddings = embed_papers(papers, settings)
-    summary.embedded = embeddings.height
-    stage_table(con, "embeddings", embeddings.sort("paper_id"))
+    embedded = embed_papers(papers, settings)
+    info = embedded.info
+    summary.embedded, summary.embeddings_reused = embedded.computed, embedded.reused
+    stage_table(con, "embeddings", embedded.table.sort("paper_id"))
     summary.stage_seconds["embed"] = round(timer() - t, 3)
 
     t = timer()
-    counts = aggregate_papers(con, papers, embeddings, settings)
+    counts = aggregate_papers(con, papers, embedded.table, settings)
     summary.topics = counts["topics"]
     summary.near_duplicate_pairs = counts["duplicates"]
     summary.stage_seconds["aggregate"] = round(timer() - t, 3)
@@ -248,15 +302,13 @@ def run_pipeline(settings: Settings) -> RunSummary:
     write_dq_file(settings, summary.run_id, dq)
     failures = validate.blocking_failures(dq)
     warnings = dq.filter(~pl.col("success") & ~pl.col("blocking"))
-    summary.dq_warnings = [
-        f"{r['suite']}.{r['expectation']}({r['column_name'] or ''})"
-        for r in warnings.iter_rows(named=True)
-    ]
+    summary.dq_warnings = [validate.describe_failure(r) for r in warnings.iter_rows(named=True)]
     summary.stage_seconds["validate"] = round(timer() - t, 3)
     if failures.height:
-        summary.dq_outcome = "failed"
-        summary.status = "failed"
-        summary.dq_failures = [str(validate.DataQualityError(failures))]
+        summary.dq_outcome = summary.status = "failed"
+        summary.dq_failures = [validate.describe_failure(r) for r in failures.iter_rows(named=True)]
+        report_artifacts(summary, dq)
+        con.close()
         raise validate.DataQualityError(failures)
     summary.dq_outcome = "passed with warnings" if warnings.height else "passed"
     stage_table(con, "dq_results", dq)
@@ -264,6 +316,7 @@ def run_pipeline(settings: Settings) -> RunSummary:
     t = timer()
     manifest = {
         "run_id": summary.run_id,
+        "fingerprint": fingerprint,
         "config": settings.to_dict(),
         "packages": versions_of_packages(),
         "model": {
@@ -273,24 +326,23 @@ def run_pipeline(settings: Settings) -> RunSummary:
             "device": info.device,
             "precision": info.precision,
         },
-        "inputs": {r["path"]: r["sha256"] for r in result.sources.iter_rows(named=True)},
+        "inputs": dict(result.sources.select("path", "sha256").iter_rows()),
         "counts": {k: v for k, v in vars(summary).items() if isinstance(v, int)},
         "stage_seconds": summary.stage_seconds,
         "dq_outcome": summary.dq_outcome,
     }
-    stage_table(con, "runs", runs_row(summary, settings, manifest, started))
+    stage_table(con, "runs", runs_row(summary, manifest, started))
     version, changes = publish_snapshot(con, settings, commit_message(summary), manifest, info.dim)
     summary.version = version
     summary.changes = {k: list(v) for k, v in changes.items()}
     summary.stage_seconds["publish"] = round(timer() - t, 3)
     summary.status = "published"
     con.close()
+    report_artifacts(summary, dq)
     return summary
 
 
-def runs_row(
-    summary: RunSummary, settings: Settings, manifest: dict, started: datetime
-) -> pl.DataFrame:
+def runs_row(summary: RunSummary, manifest: dict, started: datetime) -> pl.DataFrame:
     """The run's row of the runs table (its snapshot id is set at publish)."""
     return pl.DataFrame(
         {
@@ -299,12 +351,15 @@ def runs_row(
             "started_at": [started],
             "finished_at": [datetime.now(UTC)],
             "status": ["published"],
+            "fingerprint": [manifest["fingerprint"]],
             "files": [summary.files],
+            "files_parsed": [summary.files_parsed],
             "records_seen": [summary.records_seen],
             "accepted": [summary.accepted],
             "rejected": [summary.rejected],
             "papers": [summary.papers],
             "embedded": [summary.embedded],
+            "embeddings_reused": [summary.embeddings_reused],
             "topics": [summary.topics],
             "dq_outcome": [summary.dq_outcome],
             "model_id": [manifest["model"]["id"]],

@@ -8,12 +8,20 @@ rows keep their data files and DuckLake's change feed shows what really changed.
 
 from __future__ import annotations
 
+import hashlib
 import json
+import os
+import signal
+from importlib.metadata import version as package_version
 
 import duckdb
 
-from flows.lake import LAKE, attach
+from flows.lake import LAKE, attach, connect
 from flows.settings import Settings
+
+# Crash drills: PAPERLAKE_FAULT=<point> kills the process with SIGKILL at that point, so
+# that tests can show a run killed mid-publish leaves the catalog at the previous version.
+FAULT_POINTS = ("before_publish", "mid_publish", "before_commit")
 
 STAGE = "memory.main"
 
@@ -34,6 +42,68 @@ TABLE_KEYS: dict[str, tuple[str, ...]] = {
 }
 # Tables that keep a row for every run, appended to.
 HISTORY_TABLES = ("dq_results", "runs")
+
+
+def fault_point(name: str) -> None:
+    """Die here, by SIGKILL, when PAPERLAKE_FAULT names this point."""
+    if os.environ.get("PAPERLAKE_FAULT") == name:
+        os.kill(os.getpid(), signal.SIGKILL)
+
+
+def fingerprint(settings: Settings, inputs: dict[str, str], weights_sha256: str) -> str:
+    """What a version is built from: input files and hashes, content config, model, code.
+
+    Equal fingerprints mean equal published content, so a run with the fingerprint of the
+    latest version has nothing to do.
+    """
+    from flows.ingest import INGEST_VERSION
+
+    spec = {
+        "inputs": sorted(inputs.items()),
+        "config": settings.content_config(),
+        "weights_sha256": weights_sha256,
+        "paperlake": package_version("paperlake"),
+        "ingest": INGEST_VERSION,
+    }
+    return hashlib.sha256(json.dumps(spec, sort_keys=True).encode()).hexdigest()
+
+
+def current_fingerprint(settings: Settings) -> tuple[str, dict[str, str], str]:
+    """The fingerprint a run would have now, from file hashes and the model's weights.
+
+    Returns:
+        fingerprint, inputs (path -> sha256), model weights sha256.
+    """
+    from flows.embed import model_path, weights_sha256
+    from flows.ingest import discover, file_digest
+
+    inputs = {str(p): file_digest(p)[0] for p in discover(settings.raw)}
+    weights = weights_sha256(model_path(settings.model))
+    return fingerprint(settings, inputs, weights), inputs, weights
+
+
+def latest_published(settings: Settings) -> tuple[int, str] | None:
+    """The latest version and the fingerprint of the run that published it, if any."""
+    if not settings.catalog_path.exists():
+        return None
+    con = connect()
+    try:
+        attach(con, settings, read_only=True)
+        if not table_exists(con, "runs"):
+            return None
+        return con.execute(
+            "select snapshot_id, fingerprint from runs order by snapshot_id desc limit 1"
+        ).fetchone()
+    finally:
+        con.close()
+
+
+def up_to_date(settings: Settings) -> int | None:
+    """The latest version if it was built from exactly the current inputs and config."""
+    latest = latest_published(settings)
+    if latest is None:
+        return None
+    return latest[0] if latest[1] == current_fingerprint(settings)[0] else None
 
 
 def table_exists(con: duckdb.DuckDBPyConnection, name: str) -> bool:
@@ -100,6 +170,11 @@ def append(con: duckdb.DuckDBPyConnection, name: str) -> int:
     if not table_exists(con, name):
         con.execute(f"create table {target} as select * from {staged}")
     else:
+        # A history table grows new columns over releases; older rows read them as NULL.
+        have = {r[0] for r in con.execute(f"describe {target}").fetchall()}
+        for column, dtype, *_ in con.execute(f"describe {staged}").fetchall():
+            if column not in have:
+                con.execute(f'alter table {target} add column "{column}" {dtype}')
         con.execute(f"insert into {target} by name select * from {staged}")
     return con.execute(f"select count(*) from {staged}").fetchone()[0]
 
@@ -133,10 +208,13 @@ def publish(
         version = next_version(con)
         con.execute(f"update {STAGE}.runs set snapshot_id = ?", [version])
         plans = {name: plan_changes(con, name, keys) for name, keys in TABLE_KEYS.items()}
+        fault_point("before_publish")
         con.execute("begin transaction")
         in_transaction = True
         for name, keys in TABLE_KEYS.items():
             changes[name] = apply_changes(con, name, keys, plans[name])
+            if name == "embeddings":
+                fault_point("mid_publish")
         for name in HISTORY_TABLES:
             changes[name] = (0, append(con, name))
         # DuckLake stores lists, not fixed-size arrays; this view gives vss functions FLOAT[dim].
@@ -149,6 +227,7 @@ def publish(
             f"call {LAKE}.set_commit_message('paperlake', ?, extra_info => ?)",
             [message, json.dumps(manifest, sort_keys=True, default=str)],
         )
+        fault_point("before_commit")
         con.execute("commit")
         in_transaction = False
     except BaseException:

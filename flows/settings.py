@@ -74,6 +74,10 @@ class Settings:
         return self.warehouse / "data"
 
     @property
+    def cache_path(self) -> Path:
+        return self.warehouse / "cache"
+
+    @property
     def dq_path(self) -> Path:
         return self.warehouse / "dq"
 
