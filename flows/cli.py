@@ -230,5 +230,83 @@ def query(
     print_frame(frame, fmt)
 
 
+@app.command()
+def diff(
+    version_a: Annotated[int, typer.Argument(help="Older version.")],
+    version_b: Annotated[int, typer.Argument(help="Newer version.")],
+    warehouse: WarehouseOpt = None,
+    fmt: Annotated[Format, typer.Option("--format", help="table or json.")] = Format.table,
+) -> None:
+    """What changed between two versions: papers, venues, topics, near-duplicates."""
+    from flows import history
+
+    try:
+        change = history.diff(settings_for(warehouse), version_a, version_b)
+    except WarehouseError as exc:
+        fail(str(exc))
+    counts = change.counts()
+    if fmt == Format.json:
+        payload = {
+            "version_a": version_a,
+            "version_b": version_b,
+            **counts,
+            "papers": change.papers.to_dicts(),
+            "groups": change.groups.to_dicts(),
+            "new_duplicates": change.new_duplicates.to_dicts(),
+        }
+        sys.stdout.write(json.dumps(payload, indent=2, default=str) + "\n")
+        return
+    out.print(
+        f"version {version_a} -> {version_b}: papers +{counts['added']} added, "
+        f"-{counts['removed']} removed, ~{counts['changed']} changed"
+    )
+    if change.papers.height:
+        print_frame(change.papers, Format.table, title="papers")
+    print_frame(change.groups, Format.table, title="papers per venue and topic")
+    out.print(f"new near-duplicate pairs: {change.new_duplicates.height}")
+    if change.new_duplicates.height:
+        print_frame(change.new_duplicates, Format.table)
+
+
+@app.command()
+def checksum(
+    warehouse: WarehouseOpt = None,
+    version: VersionOpt = None,
+    fmt: Annotated[Format, typer.Option("--format", help="table or json.")] = Format.table,
+) -> None:
+    """Order-independent content checksums of a version: per table and for the whole."""
+    from flows import history
+
+    try:
+        number, tables, whole = history.checksums(settings_for(warehouse), version)
+    except WarehouseError as exc:
+        fail(str(exc))
+    frame = pl.DataFrame({"table": [*tables, "(version)"], "checksum": [*tables.values(), whole]})
+    if fmt == Format.table:
+        out.print(f"version {number}")
+    print_frame(frame, fmt)
+
+
+@app.command()
+def serve(
+    cron: Annotated[str, typer.Option(help="Cron schedule, e.g. '0 6 * * *' (06:00 daily).")],
+    raw: Annotated[
+        list[Path] | None, typer.Option("--raw", "-r", help="Raw file or folder; repeatable.")
+    ] = None,
+    warehouse: WarehouseOpt = None,
+    name: Annotated[str, typer.Option(help="Deployment name.")] = "scheduled",
+) -> None:
+    """Serve the flow as a Prefect deployment that runs on a cron schedule."""
+    from flows.pipeline import paperlake
+
+    settings = settings_for(warehouse)
+    parameters = {
+        "raw": [str(p.resolve()) for p in (raw or settings.raw)],
+        "warehouse": str(settings.warehouse.resolve()),
+    }
+    out.print(f"serving deployment paperlake/{name} on schedule {cron!r}; Ctrl-C stops it")
+    paperlake.serve(name=name, cron=cron, parameters=parameters)
+
+
 if __name__ == "__main__":
     app()

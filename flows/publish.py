@@ -230,6 +230,10 @@ def publish(
         fault_point("before_commit")
         con.execute("commit")
         in_transaction = False
+        # Data files of a run killed before its commit belong to no snapshot; drop them.
+        con.execute(
+            f"select count(*) from ducklake_delete_orphaned_files('{LAKE}', cleanup_all => true)"
+        )
     except BaseException:
         if in_transaction:
             con.execute("rollback")

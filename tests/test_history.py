@@ -1,0 +1,183 @@
+"""Incremental versions, diff, time travel, checksums, crash safety and the run lock."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+from typer.testing import CliRunner
+
+from flows import history, publish
+from flows.cli import app
+from flows.lake import WarehouseBusy, open_lake, published_versions, run_lock
+from flows.pipeline import paperlake
+from flows.search import dense_search
+from flows.settings import Settings
+from tests.conftest import SAMPLE_RAW, write
+
+NEW_ABSTRACTS = [
+    "We propose a retrieval benchmark for chemistry questions where a retriever selects "
+    "reactions from patents and a reader answers with cited evidence; grounded systems beat "
+    "closed-book models by twelve points.",
+    "Sparse mixtures of experts route each token to two of sixty-four experts; a new "
+    "load-balancing loss keeps every expert busy during pre-training and improves perplexity "
+    "at equal compute on three corpora.",
+    "We study federated learning with heterogeneous clients and show that server-side "
+    "momentum removes client drift, matching centralised accuracy with one tenth of the "
+    "communication rounds on image classification.",
+    "Weather forecasting with graph neural networks over an icosahedral mesh reaches the skill "
+    "of numerical weather prediction at ten day lead times while running in under a minute.",
+    "A protein language model conditioned on structure designs enzymes whose measured activity "
+    "matches natural sequences; we release the model, the data and wet-lab results for two "
+    "hundred variants.",
+]
+
+
+def add_new_dump(raw):
+    return write(raw / "new_dump.txt", "ICLR 2026 Papers\n\n" + "\n\n".join(NEW_ABSTRACTS) + "\n")
+
+
+def cli(*args, env=None):
+    """paperlake in a subprocess, as a user or a scheduler runs it."""
+    from prefect.settings import PREFECT_API_URL
+
+    full_env = {**os.environ, "PREFECT_API_URL": PREFECT_API_URL.value() or "", **(env or {})}
+    return subprocess.run(
+        [sys.executable, "-m", "flows.cli", *map(str, args)],
+        env=full_env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+
+
+def test_unchanged_new_and_edited_inputs(prefect_server, raw_copy, tmp_path):
+    warehouse = tmp_path / "warehouse"
+    settings = Settings(warehouse=warehouse, raw=(raw_copy,))
+    first = paperlake(raw=[str(raw_copy)], warehouse=str(warehouse))
+    assert (first.version, first.embedded, first.files_parsed) == (1, 38, 2)
+
+    # Nothing changed: no flow work, no new version, zero embeddings.
+    again = CliRunner().invoke(app, ["run", "--raw", str(raw_copy), "-w", str(warehouse)])
+    assert again.exit_code == 0
+    assert "up to date at version 1" in again.output and "embeddings computed: 0" in again.output
+    assert paperlake(raw=[str(raw_copy)], warehouse=str(warehouse)).status == "up to date"
+    assert publish.up_to_date(settings) == 1
+
+    # Five new abstracts: exactly five embedded, the two old files not parsed again.
+    add_new_dump(raw_copy)
+    second = paperlake(raw=[str(raw_copy)], warehouse=str(warehouse))
+    assert (second.version, second.embedded, second.embeddings_reused) == (2, 5, 38)
+    assert second.files_parsed == 1
+    change = history.diff(settings, 1, 2)
+    assert change.counts() == {"added": 5, "removed": 0, "changed": 0}
+    venue = change.groups.filter(change.groups["dimension"] == "venue").row(0, named=True)
+    assert (venue["papers_a"], venue["papers_b"], venue["delta"]) == (38, 43, 5)
+    shown = CliRunner().invoke(app, ["diff", "1", "2", "-w", str(warehouse)])
+    assert "papers +5 added, -0 removed, ~0 changed" in shown.output
+
+    # One abstract edited: one changed paper; each version sees its own text.
+    dump = raw_copy / "new_dump.txt"
+    dump.write_text(dump.read_text().replace("twelve points", "fifteen points"))
+    third = paperlake(raw=[str(raw_copy)], warehouse=str(warehouse))
+    assert (third.version, third.embedded) == (3, 1)
+    change = history.diff(settings, 2, 3)
+    assert change.counts() == {"added": 0, "removed": 0, "changed": 1}
+    sql = "select abstract from papers where abstract like '%closed-book%'"
+    for version, words in ((2, "twelve"), (3, "fifteen")):
+        with open_lake(settings, version) as con:
+            (text,) = con.execute(sql).fetchone()
+            assert f"by {words} points" in text
+            hit = dense_search(
+                con, "chemistry questions answered from patent reactions", 1, settings
+            )
+            assert f"by {words} points" in hit["abstract"][0]
+
+    # A removed file: its papers leave the latest version and stay in earlier ones.
+    (raw_copy / "003_1f2bd0aed823d1af.txt").unlink()
+    fourth = paperlake(raw=[str(raw_copy)], warehouse=str(warehouse))
+    assert fourth.version == 4 and fourth.papers == 24
+    assert history.diff(settings, 3, 4).counts() == {"added": 0, "removed": 19, "changed": 0}
+    with open_lake(settings, 3) as con:
+        assert con.execute("select count(*) from papers").fetchone() == (43,)
+    with open_lake(settings) as con:
+        assert published_versions(con) == [1, 2, 3, 4]
+        assert con.execute("select count(*) from neighbors").fetchone() == (240,)
+        assert con.execute("select count(*) from paper_topics").fetchone() == (24,)
+        runs = con.execute("select snapshot_id, embedded from runs order by 1").fetchall()
+        assert runs == [(1, 38), (2, 5), (3, 1), (4, 0)]
+
+
+def test_same_input_gives_same_checksums(prefect_server, sample_run, tmp_path):
+    other = tmp_path / "other"
+    paperlake(raw=[str(SAMPLE_RAW)], warehouse=str(other))
+    version_a, tables_a, whole_a = history.checksums(sample_run.settings)
+    version_b, tables_b, whole_b = history.checksums(Settings(warehouse=other))
+    assert (version_a, version_b) == (1, 1)
+    assert tables_a == tables_b and whole_a == whole_b
+    assert set(tables_a) == set(history.CONTENT_TABLES)
+    shown = CliRunner().invoke(app, ["checksum", "-w", str(other), "--format", "csv"])
+    assert f"(version),{whole_a}" in shown.stdout
+
+
+@pytest.mark.parametrize("point", ["before_commit", "mid_publish"])
+def test_run_killed_during_publish_leaves_previous_version(
+    prefect_server, raw_copy, tmp_path, point
+):
+    warehouse = tmp_path / "warehouse"
+    settings = Settings(warehouse=warehouse)
+    paperlake(raw=[str(raw_copy)], warehouse=str(warehouse))
+    before = history.checksums(settings)
+    add_new_dump(raw_copy)
+
+    killed = cli("run", "--raw", raw_copy, "-w", warehouse, env={"PAPERLAKE_FAULT": point})
+    assert killed.returncode == -9, killed.stderr[-2000:]
+    assert history.checksums(settings) == before
+    with open_lake(settings) as con:
+        assert published_versions(con) == [1]
+        assert con.execute("select count(*) from papers").fetchone() == (38,)
+
+    rerun = paperlake(raw=[str(raw_copy)], warehouse=str(warehouse))
+    assert rerun.version == 2
+
+    # The same two runs, never interrupted, in another warehouse.
+    clean_raw = tmp_path / "clean_raw"
+    clean = tmp_path / "clean"
+    write(
+        clean_raw / "000_891c899881bf48af.txt", (raw_copy / "000_891c899881bf48af.txt").read_text()
+    )
+    write(
+        clean_raw / "003_1f2bd0aed823d1af.txt", (raw_copy / "003_1f2bd0aed823d1af.txt").read_text()
+    )
+    paperlake(raw=[str(clean_raw)], warehouse=str(clean))
+    add_new_dump(clean_raw)
+    paperlake(raw=[str(clean_raw)], warehouse=str(clean))
+    _, crashed_tables, _ = history.checksums(settings)
+    _, clean_tables, _ = history.checksums(Settings(warehouse=clean))
+    # Paths differ between the two raw folders; every table without paths must match.
+    for table in ("embeddings", "neighbors", "duplicates", "paper_topics", "topics", "topic_terms"):
+        assert crashed_tables[table] == clean_tables[table], table
+
+
+def test_second_run_at_once_is_refused(tmp_path):
+    settings = Settings(warehouse=tmp_path / "warehouse")
+    with run_lock(settings):
+        busy = pytest.raises(WarehouseBusy, match=r"is busy: a run is in progress \(pid \d+")
+        with busy, run_lock(settings):
+            pass
+        # Another process is refused too, with the same message.
+        code = (
+            "from flows.lake import run_lock; from flows.settings import Settings\n"
+            f"with run_lock(Settings(warehouse={str(settings.warehouse)!r})): pass"
+        )
+        other = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+        assert other.returncode == 1 and "is busy: a run is in progress" in other.stderr
+    with run_lock(settings):
+        pass  # free again once the holder is done
+
+
+def test_diff_of_unknown_version_is_a_clear_error(sample_run):
+    result = CliRunner().invoke(app, ["diff", "1", "9", "-w", str(sample_run.settings.warehouse)])
+    assert result.exit_code == 1 and "version 9 is not a published version" in result.output
