@@ -44,16 +44,27 @@ def test_bf16_agrees_with_fp32():
     assert float(np.min(np.sum(fast * exact, axis=1))) > 0.999
 
 
-def test_embed_papers_table():
+def test_embed_papers_table_and_cache(tmp_path):
     papers = pl.DataFrame(
         {"paper_id": ["a", "b"], "title": [None, "A title"], "abstract": TEXTS[:2]}
     )
-    table = embed.embed_papers(papers, show_progress=False)
+    first = embed.embed_papers(papers, show_progress=False, cache_dir=tmp_path)
+    assert (first.computed, first.reused) == (2, 0)
+    table = first.table
     assert table.columns == ["paper_id", "model", "dim", "embedding"]
     assert table["paper_id"].to_list() == ["a", "b"]
     assert table["dim"].to_list() == [384, 384]
     assert table["embedding"].list.len().to_list() == [384, 384]
     assert embed.paper_text(papers).to_list() == [TEXTS[0], "A title. " + TEXTS[1]]
+
+    # Only the new text is encoded; the cached vectors come back unchanged.
+    more = pl.concat(
+        [papers, pl.DataFrame({"paper_id": ["c"], "title": [None], "abstract": [TEXTS[2]]})]
+    )
+    second = embed.embed_papers(more, show_progress=False, cache_dir=tmp_path)
+    assert (second.computed, second.reused) == (1, 2)
+    assert second.table["paper_id"].to_list() == ["a", "b", "c"]
+    assert second.table["embedding"][:2].to_list() == table["embedding"].to_list()
 
 
 def test_unknown_model_is_a_clear_error(tmp_path):
