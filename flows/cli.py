@@ -116,9 +116,10 @@ def run(
             out.print("embeddings computed: 0")
             return
 
-    from flows.pipeline import paperlake
+    from flows.pipeline import paperlake, warm_start
     from flows.validate import DataQualityError
 
+    warm_start(settings.with_(**overrides))
     params = {
         "raw": [str(p) for p in raw] if raw else None,
         "warehouse": str(settings.warehouse),

@@ -234,6 +234,45 @@ def paperlake(
     return run_pipeline(settings, force=force)
 
 
+# Services of a Prefect server that a single flow run does not need; the temporary server
+# of `paperlake run` starts without them so that they do not compete with the embedding.
+IDLE_SERVER_SERVICES = (
+    "CANCELLATION_CLEANUP",
+    "FOREMAN",
+    "LATE_RUNS",
+    "SCHEDULER",
+    "PAUSE_EXPIRATIONS",
+    "REPOSSESSOR",
+    "CLEANUP_RECONCILER",
+    "TRIGGERS",
+)
+
+
+def warm_start(settings: Settings) -> None:
+    """Start what a run needs at once: the temporary Prefect server and the model.
+
+    Without PREFECT_API_URL a flow run starts a temporary Prefect server (seconds of
+    start-up in a subprocess). Starting it here, in a thread, while this process loads the
+    model overlaps the two; the flow then finds the server already up.
+    """
+    import os
+    import threading
+
+    from prefect.settings import PREFECT_API_URL
+
+    server_thread = None
+    if not PREFECT_API_URL.value():
+        from prefect.server.api.server import SubprocessASGIServer
+
+        for service in IDLE_SERVER_SERVICES:
+            os.environ.setdefault(f"PREFECT_SERVER_SERVICES_{service}_ENABLED", "false")
+        server_thread = threading.Thread(target=SubprocessASGIServer().start, daemon=True)
+        server_thread.start()
+    embed.load_model(settings.model, settings.device, settings.precision)
+    if server_thread is not None:
+        server_thread.join()
+
+
 def run_pipeline(settings: Settings, force: bool = False) -> RunSummary:
     """Hold the warehouse lock and build a version unless the latest one is current."""
     summary = RunSummary(run_id=str(uuid.uuid4()))

@@ -46,7 +46,7 @@ class Settings:
     warehouse: Path = field(default_factory=default_warehouse)
     raw: tuple[Path, ...] = (Path("data/raw"),)
     model: str = PACKAGED_MODEL
-    batch_size: int = 64
+    batch_size: int = 32
     precision: str = "auto"  # auto | bf16 | fp32
     device: str = "auto"  # auto | cpu | cuda
     neighbors_k: int = 10
