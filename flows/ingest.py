@@ -1,32 +1,77 @@
 """Ingest: raw files into records, each either accepted (a paper location) or rejected.
 
-Reading streams each file line by line; cleaning runs as polars expressions over batches.
+A file's format is told by its content; its name is a hint and a check. Readers stream
+each file and yield raw records with their 1-based line and byte offset; cleaning runs
+as polars expressions over batches of records; accepted records are spilled to Parquet
+parts, so memory stays bounded whatever the size of the input.
+
+Formats: the sample format (a header line naming venue and year, then abstracts
+separated by blank lines), one abstract per line, JSON Lines (the arXiv OAI snapshot
+among them), JSON arrays, CSV and TSV with a header, Parquet, and the gzip of each.
+A `paperlake.toml` beside the raw files can set format, venue, year and columns per file.
 """
 
 from __future__ import annotations
 
+import ast
+import codecs
+import csv
+import fnmatch
+import gzip
 import hashlib
+import html
 import json
 import os
 import re
-from collections.abc import Iterable, Iterator
+import shutil
+import tempfile
+import tomllib
+import zlib
+from collections import Counter
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from contextlib import ExitStack
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
+from typing import IO, Any
 from urllib.parse import urlparse
 
 import polars as pl
 
 # Bump when parsing or cleaning changes, so that cached parses of unchanged files are redone.
-INGEST_VERSION = "1"
+INGEST_VERSION = "2"
 BATCH_RECORDS = 50_000
+# A batch is also cut at this many characters of raw text, so long records keep it small.
+BATCH_CHARS = 32 << 20
 SNIPPET_CHARS = 200
-SNIFF_BYTES = 8192
+SNIFF_BYTES = 64 << 10
+JSON_CHUNK = 1 << 20
+# A JSON value that does not parse within this many characters is taken as broken.
+JSON_MAX_RECORD = 64 << 20
+CSV_FIELD_LIMIT = 16 << 20
+SETTINGS_FILE = "paperlake.toml"
+FORMATS = ("blocks", "lines", "jsonl", "arxiv", "json", "csv", "tsv", "parquet")
+REJECT_RULES = (
+    "empty_abstract",
+    "too_short",
+    "too_long",
+    "invalid_utf8",
+    "invalid_json",
+    "not_a_record",
+    "wrong_field_count",
+    "unparseable_row",
+)
 
 HEADER_RE = re.compile(
     r"^\s*(?P<venue>[A-Za-z][\w&.+\- ]*?)\s+(?P<year>(?:19|20)\d{2})"
     r"(?:\s+(?:papers|abstracts|submissions|accepted papers))?\s*:?\s*$",
     re.IGNORECASE,
 )
+# Venue and year at the start of a file name: ICLR17_submissions.csv, neurips-2024.jsonl.
+NAME_RE = re.compile(
+    r"^(?P<venue>[A-Za-z][A-Za-z&+]*?)[-_ ]?(?P<year>(?:19|20)\d{2}|\d{2})(?=$|[-_ .])"
+)
+YEAR_RE = re.compile(r"(?<!\d)(1[89]\d{2}|20\d{2})(?!\d)")
 URL_RE = r"https?://[^\s<>\"'{}\\]*"
 URL_TRAILING = ".,;:)]}'\""
 CODE_HOSTS = {"github.com", "gitlab.com", "bitbucket.org", "huggingface.co", "codeberg.org"}
@@ -71,6 +116,90 @@ MATH_SYMBOLS = {
     "ldots": "...",
     "dots": "...",
 }
+# TeX accents (\'a, \"{o}, {\c c}) and the combining marks they stand for.
+TEX_ACCENTS = {
+    "'": "\u0301",
+    "`": "\u0300",
+    '"': "\u0308",
+    "^": "\u0302",
+    "~": "\u0303",
+    "=": "\u0304",
+    ".": "\u0307",
+    "c": "\u0327",
+    "v": "\u030c",
+    "u": "\u0306",
+    "H": "\u030b",
+    "r": "\u030a",
+}
+# Inline tags vanish (R<sup>2</sup> is R2); block tags leave a space between words.
+# Attributes must have a value, so that "a<b and c>d" in running text is not a tag.
+_TAG_TAIL = r"(?:\s+[\w:-]+\s*=\s*(?:\"[^\"]*\"|'[^']*'|[^\s\"'>]+))*\s*/?>"
+INLINE_TAG_RE = (
+    r"(?i)</?(?:b|i|u|s|em|strong|sub|sup|span|a|font|small|big|tt|code|mark|abbr|cite|q|"
+    r"strike|del|ins|var|kbd|samp|math|mi|mo|mn|mrow|msup|msub|jats:italic|jats:bold|"
+    r"jats:sup|jats:sub|jats:monospace|jats:sc)" + _TAG_TAIL
+)
+BLOCK_TAG_RE = (
+    r"(?i)</?(?:p|br|div|li|ul|ol|h[1-6]|tr|td|th|table|tbody|thead|blockquote|section|"
+    r"article|header|footer|hr|dl|dt|dd|jats:[a-z-]+)" + _TAG_TAIL
+)
+# Removed and counted: control characters other than whitespace, private-use characters,
+# and invisible format characters (zero-width space, soft hyphen, byte-order mark).
+CONTROL_RE = r"[\p{Cc}\p{Co}\u200b\u00ad\u2060\ufeff&&[^\t\n\r]]"
+# Markup in a raw abstract: HTML tags, TeX macros and braces, entities.
+MARKUP_RE = r"<[^<>]{0,200}>|\\[A-Za-z]+|[{}$]|&#?\w{1,10};"
+COMMON_LETTERS = "etaoins"
+
+# Column or key names that mean a record field, compared case-insensitively.
+FIELD_ALIASES: dict[str, tuple[str, ...]] = {
+    "external_id": ("id", "pid", "paper_id", "pmid", "paperid", "arxiv_id", "uid"),
+    "title_raw": ("title", "paper_title"),
+    "abstract_raw": ("abstract", "summary", "abstract_text", "paper_abstract"),
+    "authors": ("authors", "author", "author_names"),
+    "keywords": ("keywords", "keyword", "tags"),
+    "year": ("year", "pub_year", "publication_year"),
+    "venue": ("venue", "journal", "conference", "booktitle"),
+    "decision": ("decision", "status"),
+    "categories": ("categories", "category"),
+}
+ALIAS_FIELD = {alias: name for name, aliases in FIELD_ALIASES.items() for alias in aliases}
+# The field names a settings file uses in `columns`.
+SETTING_FIELDS = {
+    "id": "external_id",
+    "title": "title_raw",
+    "abstract": "abstract_raw",
+    "authors": "authors",
+    "keywords": "keywords",
+    "year": "year",
+    "venue": "venue",
+    "decision": "decision",
+    "categories": "categories",
+}
+# Columns whose values have a recognisable shape: they anchor a repair of a shifted row.
+URL_COLUMNS = {"url", "link", "forum", "forum_url", "pdf", "pdf_url", "paper_url", "openreview"}
+ANCHOR_SHAPES = {
+    "id": re.compile(r"^[\w.:/\-]{1,128}$"),
+    "url": re.compile(r"^https?://\S+$"),
+    "year": re.compile(r"^\s*(?:19|20)\d{2}\s*$"),
+}
+EXTENSION_FORMATS = {
+    ".json": "json",
+    ".jsonl": "json",
+    ".ndjson": "json",
+    ".csv": "csv",
+    ".tsv": "csv",
+    ".tab": "csv",
+    ".parquet": "parquet",
+    ".pq": "parquet",
+}
+FAMILY = {
+    "jsonl": "json",
+    "arxiv": "json",
+    "json": "json",
+    "csv": "csv",
+    "tsv": "csv",
+    "parquet": "parquet",
+}
 
 RECORD_SCHEMA = {
     "source_path": pl.String,
@@ -84,9 +213,16 @@ RECORD_SCHEMA = {
     "title_raw": pl.String,
     "authors": pl.List(pl.String),
     "keywords": pl.List(pl.String),
+    "categories": pl.List(pl.String),
     "decision": pl.String,
     "abstract_raw": pl.String,
     "decode_error": pl.String,
+    # Set by readers: a structural problem (rule and reason), the raw record's first
+    # characters, and flags such as a repaired row.
+    "read_rule": pl.String,
+    "read_reason": pl.String,
+    "raw_snippet": pl.String,
+    "read_flags": pl.List(pl.String),
 }
 REJECT_SCHEMA = {
     "source_path": pl.String,
@@ -98,7 +234,34 @@ REJECT_SCHEMA = {
     "reason": pl.String,
     "raw_snippet": pl.String,
 }
+SOURCE_SCHEMA = {
+    "path": pl.String,
+    "sha256": pl.String,
+    "bytes": pl.Int64,
+    "format": pl.String,
+    "venue": pl.String,
+    "year": pl.Int32,
+    "records_seen": pl.Int64,
+    "accepted": pl.Int64,
+    "rejected": pl.Int64,
+    "error": pl.String,
+    "rejected_by_rule": pl.String,  # JSON object: rule -> records
+    "flag_counts": pl.String,  # JSON object: flag -> accepted records carrying it
+    "control_chars_removed": pl.Int64,
+}
 LINK_DTYPE = pl.List(pl.Struct({"url": pl.String, "kind": pl.String}))
+# Where reading a file can fail; any of these makes the file an error row, not a crash.
+FILE_ERRORS: tuple[type[BaseException], ...] = (
+    OSError,
+    EOFError,
+    ValueError,  # IngestError, JSON and Unicode errors, pyarrow's ArrowInvalid
+    RecursionError,  # JSON nested too deep
+    zlib.error,
+    csv.Error,
+    pl.exceptions.PolarsError,
+)
+
+Progress = Callable[[str, int, int], None]
 
 
 class IngestError(ValueError):
@@ -120,16 +283,81 @@ class SourceFile:
     rejected: int = 0
     error: str | None = None
     cached: bool = False  # read from the parse cache, not parsed again
+    rejected_by_rule: dict[str, int] = field(default_factory=dict)
+    flag_counts: dict[str, int] = field(default_factory=dict)
+    control_chars_removed: int = 0
+
+    def row(self) -> dict:
+        """The file's row of the sources table."""
+        out = {k: v for k, v in vars(self).items() if k != "cached"}
+        out["rejected_by_rule"] = json.dumps(self.rejected_by_rule, sort_keys=True)
+        out["flag_counts"] = json.dumps(self.flag_counts, sort_keys=True)
+        return out
+
+
+@dataclass(frozen=True)
+class FileOverride:
+    """What a settings file says about the files matching one of its globs."""
+
+    format: str | None = None
+    venue: str | None = None
+    year: int | None = None
+    columns: tuple[tuple[str, str], ...] = ()  # (record field, column name in the file)
+    origin: str = ""  # settings file and glob, for messages and the parse cache key
+
+    @property
+    def column_map(self) -> dict[str, str]:
+        return dict(self.columns)
+
+
+NO_OVERRIDE = FileOverride()
+
+
+@dataclass(frozen=True)
+class Layout:
+    """How a file is laid out: format, gzip or not, and the delimiter of CSV/TSV."""
+
+    format: str
+    gzip: bool = False
+    delimiter: str = ","
+
+    @property
+    def label(self) -> str:
+        return f"{self.format}.gz" if self.gzip else self.format
 
 
 @dataclass
 class IngestResult:
-    """What ingest hands on: the files seen, accepted records and rejects."""
+    """What ingest hands on: the files seen, accepted records and rejects.
+
+    Accepted records live in Parquet parts (the parse cache or a temporary folder) and
+    are read when `records` is first used; `scan_records()` reads them lazily.
+    """
 
     sources: pl.DataFrame
-    records: pl.DataFrame
     rejects: pl.DataFrame
     files: list[SourceFile] = field(default_factory=list)
+    parts: list[tuple[Path, str]] = field(default_factory=list)  # (Parquet part, source path)
+    schema: dict = field(default_factory=dict)
+    workdir: tempfile.TemporaryDirectory | None = None  # holds the parts when not cached
+
+    def scan_records(self) -> pl.LazyFrame:
+        """Accepted records of every file, in file and record order, read lazily."""
+        if not self.parts:
+            return pl.LazyFrame(schema=self.schema)
+        frames = [
+            pl.scan_parquet(part).with_columns(source_path=pl.lit(path))
+            for part, path in self.parts
+        ]
+        return pl.concat(frames, how="vertical_relaxed")
+
+    @cached_property
+    def records(self) -> pl.DataFrame:
+        return self.scan_records().collect()
+
+
+# ---------------------------------------------------------------------------------------
+# Files, names and settings
 
 
 def discover(paths: Iterable[Path]) -> list[Path]:
@@ -174,96 +402,803 @@ def parse_header(line: str) -> tuple[str, int] | None:
     return match.group("venue").strip(), int(match.group("year"))
 
 
-def detect_format(head: bytes) -> str:
-    """The format of a text file from its first bytes.
+def venue_from_name(name: str) -> tuple[str, int] | None:
+    """Venue and year from a file name such as ICLR17_submissions.csv or neurips2024.jsonl."""
+    match = NAME_RE.match(name)
+    if not match:
+        return None
+    year = int(match.group("year"))
+    if year < 100:  # two-digit years: 17 is 2017, 98 is 1998
+        year += 2000 if year <= 69 else 1900
+    return match.group("venue"), year
 
-    Returns:
-        `blocks` (abstracts separated by blank lines, optional header line) or
-        `lines` (one abstract per line).
+
+def load_settings(path: Path) -> list[tuple[str, FileOverride]]:
+    """The (glob, override) rules of a paperlake.toml, in file order.
 
     Raises:
-        IngestError: the content is empty or binary.
+        IngestError: the file is not valid TOML or names an unknown key, format or field.
     """
+    try:
+        spec = tomllib.loads(path.read_text(encoding="utf-8"))
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        raise IngestError(f"{path}: not valid TOML: {exc}") from None
+    unknown = set(spec) - {"files"}
+    if unknown:
+        raise IngestError(f'{path}: unknown keys {sorted(unknown)}; use [files."<glob>"]')
+    rules = []
+    for glob, entry in (spec.get("files") or {}).items():
+        where = f"{path} [files.{glob!r}]"
+        if not isinstance(entry, dict):
+            raise IngestError(f"{where}: expected a table of settings")
+        bad = set(entry) - {"format", "venue", "year", "columns"}
+        if bad:
+            raise IngestError(f"{where}: unknown keys {sorted(bad)}")
+        fmt = entry.get("format")
+        if fmt is not None and fmt not in FORMATS:
+            raise IngestError(f"{where}: format {fmt!r} is not one of {', '.join(FORMATS)}")
+        columns = entry.get("columns") or {}
+        bad = set(columns) - set(SETTING_FIELDS)
+        if bad:
+            raise IngestError(f"{where}: unknown fields {sorted(bad)} in columns")
+        year = entry.get("year")
+        if year is not None and not isinstance(year, int):
+            raise IngestError(f"{where}: year must be an integer")
+        rules.append(
+            (
+                glob,
+                FileOverride(
+                    format=fmt,
+                    venue=entry.get("venue"),
+                    year=year,
+                    columns=tuple((SETTING_FIELDS[k], str(v)) for k, v in columns.items()),
+                    origin=f"{where}: {json.dumps(entry, sort_keys=True)}",
+                ),
+            )
+        )
+    return rules
+
+
+class Overrides:
+    """Per-file settings from the paperlake.toml files beside the raw files.
+
+    A file takes the first matching glob of the nearest settings file, looking in its own
+    folder and then in the folders above it, up to the raw path it was found under.
+    """
+
+    def __init__(self, roots: Sequence[Path]):
+        self.roots = [Path(r).resolve() for r in roots]
+        self.loaded: dict[Path, list[tuple[str, FileOverride]]] = {}
+        self.errors: dict[Path, str] = {}
+
+    def rules(self, settings: Path) -> list[tuple[str, FileOverride]]:
+        """The rules of one settings file, loaded once; a broken file has none."""
+        key = settings.resolve()
+        if key not in self.loaded:
+            try:
+                self.loaded[key] = load_settings(settings)
+            except (IngestError, OSError) as exc:
+                self.loaded[key] = []
+                self.errors[key] = str(exc)
+        return self.loaded[key]
+
+    def for_file(self, path: Path) -> tuple[FileOverride, Path | None]:
+        """The override for a raw file, and the settings file it came from."""
+        resolved = path.resolve()
+        top = next((r for r in self.roots if r.is_dir() and r in resolved.parents), None)
+        folder = resolved.parent
+        while True:
+            settings = folder / SETTINGS_FILE
+            if settings.is_file():
+                relative = resolved.relative_to(folder).as_posix()
+                for glob, override in self.rules(settings):
+                    if fnmatch.fnmatch(relative, glob) or fnmatch.fnmatch(resolved.name, glob):
+                        return override, settings
+            if top is None or folder == top or folder == folder.parent:
+                return NO_OVERRIDE, None
+            folder = folder.parent
+
+
+# ---------------------------------------------------------------------------------------
+# Format detection
+
+
+def open_binary(path: Path, gz: bool, stack: ExitStack) -> tuple[IO[bytes], Callable[[], int]]:
+    """The file's bytes (decompressed for gzip) and a function telling how far reading got.
+
+    For gzip the position is in the compressed file; offsets of records are in the
+    decompressed stream.
+    """
+    raw = stack.enter_context(path.open("rb"))
+    if not gz:
+        return raw, raw.tell
+    return stack.enter_context(gzip.GzipFile(fileobj=raw, mode="rb")), raw.tell
+
+
+def sniff(path: Path) -> tuple[bool, bytes]:
+    """Whether the file is gzip, and its first bytes (decompressed)."""
+    with path.open("rb") as handle:
+        head = handle.read(SNIFF_BYTES)
+    if head[:2] != b"\x1f\x8b":
+        return False, head
+    try:
+        with gzip.open(path, "rb") as handle:
+            return True, handle.read(SNIFF_BYTES)
+    except (OSError, EOFError, zlib.error) as exc:
+        raise IngestError(f"gzip data that cannot be decompressed ({exc})") from None
+
+
+def detect_format(
+    head: bytes, name: str = "", override: FileOverride = NO_OVERRIDE
+) -> tuple[str, str]:
+    """The format of a file from its first bytes, checked against its name and settings.
+
+    Returns:
+        format (one of FORMATS) and, for csv/tsv, the delimiter.
+
+    Raises:
+        IngestError: the content is empty, binary, not UTF-8 text, or not the format its
+            name or settings claim.
+    """
+    columns = override.column_map
+    if head[:4] == b"PAR1":
+        found: tuple[str, str] | None = ("parquet", "")
+    else:
+        text = _text_head(head)
+        found = _sniff_json(text) or _sniff_delimited(text, columns) or (_sniff_text(text), "")
+    claimed = override.format
+    if claimed in ("blocks", "lines"):
+        return claimed, ""
+    if claimed:
+        # Within a family the content decides (JSON Lines or array, comma or tab).
+        if FAMILY.get(found[0]) != FAMILY[claimed]:
+            raise IngestError(f"settings say {claimed} but the content looks like {found[0]}")
+        return found
+    suffix = Path(name.removesuffix(".gz")).suffix.lower()
+    expected = EXTENSION_FORMATS.get(suffix)
+    if expected and FAMILY.get(found[0]) != expected:
+        what = {
+            "json": "not JSON",
+            "csv": "not CSV/TSV with a header naming an abstract column",
+            "parquet": "not Parquet",
+        }[expected]
+        raise IngestError(f"named {suffix} but the content is {what} (it looks like {found[0]})")
+    return found
+
+
+def _text_head(head: bytes) -> str:
+    """The first bytes as text, or an error saying why they are not UTF-8 text."""
     if not head.strip():
         raise IngestError("file is empty")
+    if head.startswith((b"\xff\xfe", b"\xfe\xff")):
+        raise IngestError("UTF-16 text; paperlake reads UTF-8")
     if b"\x00" in head:
         raise IngestError("binary content (NUL bytes), not text")
-    lines = head.decode("utf-8", errors="replace").splitlines()
-    body = lines[1:-1] if parse_header(lines[0]) else lines[:-1]
+    controls = sum(1 for b in head if b < 32 and b not in b"\t\n\r\f")
+    if controls > len(head) * 0.05:
+        raise IngestError("binary content (control bytes), not text")
+    text = head.decode("utf-8", errors="replace").lstrip("\ufeff")
+    if text.count("\ufffd") > len(text) * 0.3:
+        raise IngestError("undecodable: the content is not UTF-8 text")
+    return text
+
+
+def _sniff_json(text: str) -> tuple[str, str] | None:
+    start = text.lstrip()
+    if start.startswith("["):
+        return ("json", "") if re.match(r"\[\s*(?:[{\]]|$)", start) else None
+    if not start.startswith("{"):
+        return None
+    first, newline, _ = start.partition("\n")
+    try:
+        obj = json.loads(first)
+    except ValueError:
+        # A line longer than the sniffed bytes is still JSON Lines; otherwise the objects
+        # are pretty-printed and read as a stream of JSON values.
+        return ("jsonl", "") if not newline else ("json", "")
+    if not isinstance(obj, dict):
+        return ("json", "")
+    return ("arxiv" if _is_arxiv(obj) else "jsonl"), ""
+
+
+def _is_arxiv(obj: Mapping) -> bool:
+    return "authors_parsed" in obj or {"categories", "versions", "update_date"} <= obj.keys()
+
+
+def _sniff_delimited(
+    text: str, columns: Mapping[str, str], delimiters: Sequence[str] = ("\t", ",", ";", "|")
+) -> tuple[str, str] | None:
+    """csv or tsv and the delimiter, if the first line is a header with an abstract column."""
+    first = text.split("\n", 1)[0].rstrip("\r")
+    best: tuple[int, str] | None = None
+    for delimiter in delimiters:
+        if delimiter not in first:
+            continue
+        names = next(csv.reader([first], delimiter=delimiter))
+        mapped = map_columns(names, columns)
+        if "abstract_raw" in mapped and (best is None or len(mapped) > best[0]):
+            best = (len(mapped), delimiter)
+    if best is None:
+        return None
+    return ("tsv" if best[1] == "\t" else "csv"), best[1]
+
+
+def _sniff_text(text: str) -> str:
+    """blocks (abstracts separated by blank lines) or lines (one abstract per line)."""
+    lines = text.splitlines()
+    body = lines[1:-1] if lines and parse_header(lines[0]) else lines[:-1]
     return "blocks" if any(not line.strip() for line in body) else "lines"
 
 
-def read_records(path: Path, fmt: str, source: SourceFile) -> Iterator[pl.DataFrame]:
-    """Raw records of a text file in batches, with 1-based line and byte offset of each."""
-    rows: list[dict] = []
+# ---------------------------------------------------------------------------------------
+# Field values
+
+
+def column_key(name: str) -> str:
+    """A column or key name compared case-insensitively: "Paper ID" is paper_id."""
+    return re.sub(r"[\s\-]+", "_", str(name).strip().lstrip("\ufeff").casefold())
+
+
+def map_columns(names: Sequence[str], columns: Mapping[str, str] | None = None) -> dict[str, int]:
+    """Which position holds which record field: settings first, then known names.
+
+    An unnamed column (a pandas index) or an unknown one is ignored.
+    """
+    keys = [column_key(n) for n in names]
+    out: dict[str, int] = {}
+    for target, name in (columns or {}).items():
+        key = column_key(name)
+        if key in keys:
+            out[target] = keys.index(key)
+    taken = set(out.values())
+    for i, key in enumerate(keys):
+        target = ALIAS_FIELD.get(key)
+        if target and target not in out and i not in taken:
+            out[target] = i
+            taken.add(i)
+    return out
+
+
+def as_text(value: Any) -> str | None:
+    """A field value as text: numbers without a trailing .0, lists one item per line."""
+    if value is None:
+        return None
+    if isinstance(value, str):
+        return value
+    if isinstance(value, bool):
+        return str(value).lower()
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    if isinstance(value, (list, tuple)):
+        return "\n".join(t for t in (as_text(v) for v in value) if t is not None)
+    if isinstance(value, dict):
+        return json.dumps(value, ensure_ascii=False, default=str)
+    return str(value)
+
+
+def short_text(value: Any) -> str | None:
+    """A short field (id, venue, decision): stripped, None when blank."""
+    text = as_text(value)
+    text = text.strip() if text is not None else None
+    return text or None
+
+
+def parse_list(value: Any, separators: str = r"\s*[;,]\s*") -> list[str]:
+    """A list from a JSON list, a Python list literal or a separated string."""
+    if value is None:
+        return []
+    if isinstance(value, (list, tuple)):
+        items: Iterable = value
+    else:
+        text = as_text(value).strip()
+        if not text:
+            return []
+        if text[0] == "[" and text[-1] == "]":
+            items = _list_literal(text)
+        else:
+            items = re.split(separators, text)
+    return [s for s in (short_text(i) for i in items) if s]
+
+
+def _list_literal(text: str) -> list:
+    """Items of "["a", "b"]" (JSON) or "['a', 'b']" (Python); else split the inside on commas."""
+    try:
+        items = json.loads(text)
+    except ValueError:
+        try:
+            # Literals only: ast.literal_eval evaluates no code.
+            items = ast.literal_eval(text) if len(text) < 100_000 else None
+        except (ValueError, SyntaxError, MemoryError, RecursionError):
+            items = None
+    if isinstance(items, (list, tuple)):
+        return list(items)
+    return [s.strip(" '\"") for s in text[1:-1].split(",")]
+
+
+def parse_authors(parsed: Any, authors: Any) -> list[str]:
+    """Author names, from arXiv's authors_parsed ([last, first, suffix]) where there is one."""
+    if isinstance(parsed, (list, tuple)) and parsed:
+        names = []
+        for item in parsed:
+            if isinstance(item, (list, tuple)):
+                last, first, suffix = (list(item) + ["", "", ""])[:3]
+                names.append(" ".join(str(p).strip() for p in (first, last, suffix) if p))
+            elif item:
+                names.append(str(item))
+        return [n for n in names if n]
+    if isinstance(authors, (list, tuple)):
+        out = []
+        for item in authors:
+            if isinstance(item, dict):
+                item = item.get("name") or " ".join(
+                    str(item[k]) for k in ("given", "first", "family", "last") if item.get(k)
+                )
+            if text := short_text(item):
+                out.append(text)
+        return out
+    text = short_text(authors)
+    if not text:
+        return []
+    if text.startswith("[") and text.endswith("]"):
+        return parse_list(text)
+    separator = r"\s*;\s*" if ";" in text else r"\s*,\s*(?:and\s+)?|\s+and\s+"
+    return [s for s in (p.strip() for p in re.split(separator, text)) if s]
+
+
+def parse_year(value: Any) -> int | None:
+    """A year from a number, a date or any text holding a four-digit year."""
+    if value is None or isinstance(value, bool):
+        return None
+    if isinstance(value, (int, float)):
+        year = int(value)
+        return year if 1800 <= year <= 2100 else None
+    match = YEAR_RE.search(str(value))
+    return int(match.group(1)) if match else None
+
+
+class ObjectFields:
+    """Record fields from JSON objects or Parquet rows, whatever their keys are called."""
+
+    def __init__(self, columns: Mapping[str, str] | None = None):
+        self.columns = dict(columns or {})
+        self._keys: dict[tuple, dict[str, str]] = {}
+
+    def keys_for(self, obj: Mapping) -> dict[str, str]:
+        """record field -> key of the object, worked out once per set of keys."""
+        shape = tuple(obj)
+        if shape not in self._keys:
+            names = list(obj)
+            self._keys[shape] = {f: names[i] for f, i in map_columns(names, self.columns).items()}
+        return self._keys[shape]
+
+    def fill(self, record: dict, obj: Any, raw: str | None) -> dict:
+        """Put an object's fields into `record`; a non-object or no abstract is a reject."""
+        if raw is not None:
+            record["raw_snippet"] = raw[:SNIPPET_CHARS]
+        if not isinstance(obj, dict):
+            record["read_rule"] = "not_a_record"
+            record["read_reason"] = f"a JSON {type(obj).__name__} where a record (object) belongs"
+            return record
+        keys = self.keys_for(obj)
+        if "abstract_raw" not in keys:
+            record["read_rule"] = "empty_abstract"
+            record["read_reason"] = "no abstract field among the keys " + ", ".join(
+                str(k) for k in list(obj)[:20]
+            )
+            return record
+        values = {f: obj.get(k) for f, k in keys.items()}
+        record.update(record_fields(values, obj))
+        return record
+
+
+def record_fields(values: Mapping[str, Any], extra: Mapping[str, Any] | None = None) -> dict:
+    """Raw record columns from field values; `extra` holds arXiv's authors_parsed and dates."""
+    extra = extra or {}
+    year = parse_year(values.get("year"))
+    venue = short_text(values.get("venue"))
+    if _is_arxiv(extra):
+        versions = extra.get("versions") or []
+        first = versions[0].get("created") if versions and isinstance(versions[0], dict) else None
+        year = year or parse_year(first) or parse_year(extra.get("update_date"))
+        venue = venue or "arXiv"
+    return {
+        "external_id": short_text(values.get("external_id")),
+        "title_raw": as_text(values.get("title_raw")),
+        "abstract_raw": as_text(values.get("abstract_raw")),
+        "authors": parse_authors(extra.get("authors_parsed"), values.get("authors")),
+        "keywords": parse_list(values.get("keywords")),
+        "categories": parse_list(values.get("categories"), r"[\s,;]+"),
+        "decision": short_text(values.get("decision")),
+        "venue": venue,
+        "year": year,
+    }
+
+
+# ---------------------------------------------------------------------------------------
+# Readers: each yields raw records (dicts of RECORD_SCHEMA columns) with line and offset
+
+
+def numbered_lines(stream: IO[bytes]) -> Iterator[tuple[int, int, bytes]]:
+    """(1-based line number, byte offset, line) for every line of a binary stream."""
+    offset = 0
+    for line_no, line in enumerate(stream, start=1):
+        yield line_no, offset, line
+        offset += len(line)
+
+
+def snippet(raw: bytes | str) -> str:
+    text = raw.decode("utf-8", errors="replace") if isinstance(raw, bytes) else raw
+    return text[:SNIPPET_CHARS]
+
+
+def read_text(stream: IO[bytes], fmt: str, has_header: bool) -> Iterator[dict]:
+    """Records of the sample format (blank-line blocks) or of one abstract per line."""
     block: list[bytes] = []
     block_line = block_offset = 0
-    offset = 0
-    record_no = 0
 
-    def flush() -> None:
-        nonlocal record_no, block
-        if not block:
-            return
-        record_no += 1
+    def record() -> dict:
         raw = b"".join(block)
         try:
             text, error = raw.decode("utf-8"), None
         except UnicodeDecodeError as exc:
             text = raw.decode("utf-8", errors="replace")
             error = f"invalid UTF-8 at byte {block_offset + exc.start}"
-        rows.append(
-            {
-                "record_no": record_no,
-                "line": block_line,
-                "byte_offset": block_offset,
-                "abstract_raw": text,
-                "decode_error": error,
-            }
+        return {"line": block_line, "byte_offset": block_offset, "abstract_raw": text} | (
+            {"decode_error": error} if error else {}
         )
-        block = []
 
-    with path.open("rb") as handle:
-        for line_no, line in enumerate(handle, start=1):
-            start = offset
-            offset += len(line)
-            if line_no == 1 and source.venue is not None:
-                continue  # the header line
-            if fmt == "lines" or not line.strip(b"\r\n"):
-                flush()
-                if fmt == "blocks":
-                    continue
-            if not block:
-                block_line, block_offset = line_no, start
-            block.append(line)
-            if fmt == "lines":
-                flush()
-            if len(rows) >= BATCH_RECORDS:
-                yield _records_frame(rows, source)
-                rows = []
-        flush()
-    if rows:
-        yield _records_frame(rows, source)
+    for line_no, start, line in numbered_lines(stream):
+        if line_no == 1 and has_header:
+            continue
+        if fmt == "lines" or not line.strip(b"\r\n"):
+            if block:
+                yield record()
+                block = []
+            if fmt == "blocks":
+                continue
+        if not block:
+            block_line, block_offset = line_no, start
+        block.append(line)
+        if fmt == "lines":
+            yield record()
+            block = []
+    if block:
+        yield record()
 
 
-def _records_frame(rows: list[dict], source: SourceFile) -> pl.DataFrame:
-    frame = pl.DataFrame(rows, schema_overrides={"decode_error": pl.String})
-    return frame.with_columns(
-        source_path=pl.lit(source.path),
-        source_sha256=pl.lit(source.sha256),
-        venue=pl.lit(source.venue, dtype=pl.String),
-        year=pl.lit(source.year, dtype=pl.Int32),
-        external_id=pl.lit(None, dtype=pl.String),
-        title_raw=pl.lit(None, dtype=pl.String),
-        authors=pl.lit([], dtype=pl.List(pl.String)),
-        keywords=pl.lit([], dtype=pl.List(pl.String)),
-        decision=pl.lit(None, dtype=pl.String),
-    ).select(list(RECORD_SCHEMA))
+def read_jsonl(stream: IO[bytes], fields: ObjectFields) -> Iterator[dict]:
+    """Records of JSON Lines: one object a line; blank lines are not records."""
+    for line_no, offset, line in numbered_lines(stream):
+        if not line.strip():
+            continue
+        record: dict = {"line": line_no, "byte_offset": offset}
+        try:
+            text = line.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            record["decode_error"] = f"invalid UTF-8 at byte {offset + exc.start}"
+            record["raw_snippet"] = snippet(line)
+            yield record
+            continue
+        try:
+            obj = json.loads(text)
+        except ValueError as exc:
+            record["read_rule"] = "invalid_json"
+            record["read_reason"] = f"invalid JSON: {_json_error(exc)}"
+            record["raw_snippet"] = snippet(text)
+            yield record
+            continue
+        yield fields.fill(record, obj, text)
+
+
+def _json_error(exc: ValueError) -> str:
+    if isinstance(exc, json.JSONDecodeError):
+        return f"{exc.msg} at column {exc.colno}"
+    return str(exc)
+
+
+def read_json_stream(stream: IO[bytes], fields: ObjectFields) -> Iterator[dict]:
+    """Records of a JSON array (or of JSON values one after another), read in chunks.
+
+    Where a value does not parse, the rest of the file cannot be split into records: it
+    becomes one rejected record at that place.
+    """
+    decoder = codecs.getincrementaldecoder("utf-8")("surrogateescape")
+    parser = json.JSONDecoder()
+    skip = re.compile(r"[\s,]*")
+    buf, pos, eof = "", 0, False
+    byte_at, line_at = 0, 1  # where buf[pos] lies in the file
+    opened = False
+
+    def advance(to: int) -> None:
+        nonlocal pos, byte_at, line_at
+        passed = buf[pos:to]
+        byte_at += len(passed.encode("utf-8", "surrogateescape"))
+        line_at += passed.count("\n")
+        pos = to
+
+    def fill() -> None:
+        nonlocal buf, pos, eof
+        data = stream.read(JSON_CHUNK)
+        eof = not data
+        buf = buf[pos:] + decoder.decode(data, final=eof)
+        pos = 0
+
+    while True:
+        advance(skip.match(buf, pos).end())
+        if pos >= len(buf):
+            if eof:
+                return
+            fill()
+            continue
+        if buf[pos] == "[" and not opened:
+            opened = True
+            advance(pos + 1)
+            continue
+        if buf[pos] == "]" and opened:
+            advance(pos + 1)
+            continue
+        try:
+            obj, end = parser.raw_decode(buf, pos)
+        except json.JSONDecodeError as exc:
+            if not eof and len(buf) - pos < JSON_MAX_RECORD:
+                fill()
+                continue
+            yield {
+                "line": line_at,
+                "byte_offset": byte_at,
+                "read_rule": "invalid_json",
+                "read_reason": f"invalid JSON: {exc.msg} at line {exc.lineno}; "
+                "the rest of the file could not be split into records",
+                "raw_snippet": _valid(buf[pos : pos + SNIPPET_CHARS]),
+            }
+            return
+        if end == len(buf) and not eof:
+            fill()  # a number or literal at the end of the buffer may continue
+            continue
+        record: dict = {"line": line_at, "byte_offset": byte_at}
+        raw = buf[pos:end]
+        advance(end)
+        try:
+            raw.encode("utf-8")
+        except UnicodeEncodeError as exc:
+            before = len(raw[: exc.start].encode("utf-8", "surrogateescape"))
+            record["decode_error"] = f"invalid UTF-8 at byte {record['byte_offset'] + before}"
+            raw = _valid(raw)
+            obj = json.loads(raw)
+        yield fields.fill(record, obj, raw)
+
+
+def _valid(text: str) -> str:
+    """Text with undecodable bytes (surrogate escapes) shown as U+FFFD."""
+    return text.encode("utf-8", "surrogateescape").decode("utf-8", errors="replace")
+
+
+class LineFeed:
+    """Lines of a binary stream, decoded for the csv module, remembering their bytes.
+
+    The csv module pulls exactly the lines of one record, so the feed knows where each
+    record starts (line and byte offset) and what its raw bytes were.
+    """
+
+    def __init__(self, stream: IO[bytes]):
+        self.lines = iter(stream)
+        self.line_no = 0
+        self.offset = 0
+        self.raw: list[bytes] = []
+
+    def __iter__(self) -> LineFeed:
+        return self
+
+    def __next__(self) -> str:
+        line = next(self.lines)
+        self.line_no += 1
+        self.offset += len(line)
+        self.raw.append(line)
+        # Undecodable bytes travel as surrogate escapes and are reported per record.
+        return line.decode("utf-8", "surrogateescape")
+
+
+def read_delimited(stream: IO[bytes], delimiter: str, columns: Mapping[str, str]) -> Iterator[dict]:
+    """Records of CSV/TSV with a header; a quoted field may span lines.
+
+    A row with too many fields is repaired when an id or link column pins down which
+    field's commas shifted the rest; otherwise it is rejected, as are rows with too few.
+    """
+    csv.field_size_limit(CSV_FIELD_LIMIT)
+    feed = LineFeed(stream)
+    reader = csv.reader(feed, delimiter=delimiter)
+    header = next(reader, [])
+    if header:
+        header[0] = header[0].lstrip("\ufeff")
+    positions = map_columns(header, columns)
+    anchors = anchor_columns(header, positions)
+    width = len(header)
+    while True:
+        line, offset = feed.line_no + 1, feed.offset
+        feed.raw.clear()
+        try:
+            row = next(reader)
+        except StopIteration:
+            return
+        except csv.Error as exc:
+            yield {
+                "line": line,
+                "byte_offset": offset,
+                "read_rule": "unparseable_row",
+                "read_reason": f"CSV error: {exc}",
+                "raw_snippet": snippet(b"".join(feed.raw)),
+            }
+            reader = csv.reader(feed, delimiter=delimiter)
+            continue
+        if not row or (len(row) == 1 and not row[0].strip()):
+            continue  # a blank line holds no record
+        raw = b"".join(feed.raw)
+        record: dict = {"line": line, "byte_offset": offset, "raw_snippet": snippet(raw)}
+        try:
+            raw.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            record["decode_error"] = f"invalid UTF-8 at byte {offset + exc.start}"
+            row = [_valid(value) for value in row]
+        if len(row) != width:
+            text = _valid(raw.decode("utf-8", "surrogateescape")).rstrip("\r\n")
+            fixed, problem = repair_row(text, delimiter, width, anchors)
+            if fixed is None:
+                record["read_rule"] = "wrong_field_count"
+                record["read_reason"] = (
+                    f"row has {len(row)} fields, the header has {width}; {problem}"
+                )
+                yield record
+                continue
+            row = fixed
+            record["read_flags"] = ["repaired_fields"]
+        record.update(record_fields({f: row[i] for f, i in positions.items()}))
+        yield record
+
+
+def anchor_columns(header: Sequence[str], positions: Mapping[str, int]) -> dict[int, str]:
+    """Columns whose values have a known shape (id, link, year), by position."""
+    anchors = {i: "url" for i, name in enumerate(header) if column_key(name) in URL_COLUMNS}
+    if "external_id" in positions:
+        anchors[positions["external_id"]] = "id"
+    if "year" in positions:
+        anchors[positions["year"]] = "year"
+    return anchors
+
+
+def split_fields(text: str, delimiter: str) -> list[tuple[str, bool]]:
+    """The fields of one CSV record, each with whether it was quoted."""
+    fields: list[tuple[str, bool]] = []
+    i, n = 0, len(text)
+    while True:
+        if i < n and text[i] == '"':
+            j, value = i + 1, []
+            while j < n:
+                if text[j] == '"':
+                    if text[j + 1 : j + 2] == '"':
+                        value.append('"')
+                        j += 2
+                        continue
+                    break
+                value.append(text[j])
+                j += 1
+            end = text.find(delimiter, j)
+            end = n if end < 0 else end
+            fields.append(("".join(value) + text[j + 1 : end], True))
+        else:
+            end = text.find(delimiter, i)
+            end = n if end < 0 else end
+            fields.append((text[i:end], False))
+        if end >= n:
+            return fields
+        i = end + 1
+
+
+def repair_row(
+    text: str, delimiter: str, width: int, anchors: Mapping[int, str]
+) -> tuple[list[str] | None, str]:
+    """Rejoin a row that unquoted delimiters split into too many fields.
+
+    Exactly one way of rejoining neighbouring unquoted fields into one column must leave
+    every anchor column (id, link, year) with a value of its shape.
+
+    Returns:
+        the repaired values (or None) and, when None, why no repair was made.
+    """
+    if not any(kind in ("id", "url") for kind in anchors.values()):
+        return None, "no id or link column to anchor a repair"
+    fields = split_fields(text, delimiter)
+    extra = len(fields) - width
+    if extra <= 0:
+        return None, "too few fields to repair"
+    fits = []
+    for j in range(width):
+        if j in anchors:
+            continue
+        pieces = fields[j : j + extra + 1]
+        if any(quoted for _, quoted in pieces):
+            continue  # a quoted field is whole; only unquoted text was split
+        values = (
+            [v for v, _ in fields[:j]]
+            + [delimiter.join(v for v, _ in pieces)]
+            + [v for v, _ in fields[j + extra + 1 :]]
+        )
+        if all(ANCHOR_SHAPES[kind].match(values[i]) for i, kind in anchors.items()):
+            fits.append(values)
+    if len(fits) == 1:
+        return fits[0], ""
+    if not fits:
+        return None, "no rejoining of fields fits the id and link columns"
+    return None, f"{len(fits)} ways to rejoin the fields fit the id and link columns"
+
+
+def read_parquet(path: Path, fields: ObjectFields) -> Iterator[dict]:
+    """Records of a Parquet file, row group by row group.
+
+    A record's line is its 1-based row number; its byte offset is where its row group's
+    data starts in the file.
+    """
+    import pyarrow.parquet as pq
+
+    parquet = pq.ParquetFile(path)
+    row = 0
+    for group in range(parquet.num_row_groups):
+        chunk = parquet.metadata.row_group(group).column(0)
+        offset = (
+            chunk.dictionary_page_offset if chunk.has_dictionary_page else chunk.data_page_offset
+        )
+        for batch in parquet.iter_batches(batch_size=10_000, row_groups=[group]):
+            for obj in batch.to_pylist():
+                row += 1
+                record = {"line": row, "byte_offset": offset}
+                yield fields.fill(record, obj, json.dumps(obj, default=str)[:SNIPPET_CHARS])
+
+
+# ---------------------------------------------------------------------------------------
+# Cleaning
+
+
+def _unescape_entities(series: pl.Series) -> pl.Series:
+    """HTML entities decoded (&amp; is &, &#8201; a thin space); only where an & occurs."""
+    return pl.Series(
+        series.name,
+        [html.unescape(v) if v is not None and "&" in v else v for v in series.to_list()],
+        dtype=pl.String,
+    )
+
+
+def _accent_table() -> tuple[list[str], list[str]]:
+    """TeX accent spellings (\\'e, \\'{e}, {\\'e}, \\c{c}) and the letters they stand for."""
+    import unicodedata
+
+    patterns, letters = [], []
+    for accent, mark in TEX_ACCENTS.items():
+        for base in "aeiouycnszrgklAEIOUYCNSZRGKL":
+            composed = unicodedata.normalize("NFC", base + mark)
+            if len(composed) != 1:
+                continue
+            forms = [f"{{\\{accent}{{{base}}}}}", f"\\{accent}{{{base}}}", f"{{\\{accent}{base}}}"]
+            if not accent.isalpha():
+                forms.append(f"\\{accent}{base}")  # \c c needs braces or a space: not bare
+            else:
+                forms.append(f"{{\\{accent} {base}}}")
+            patterns.extend(forms)
+            letters.extend([composed] * len(forms))
+    return patterns, letters
+
+
+TEX_ACCENT_PATTERNS, TEX_ACCENT_LETTERS = _accent_table()
 
 
 def clean_text(column: str) -> pl.Expr:
-    """Plain readable text from LaTeX/markdown-flavoured raw text (NFC, whitespace collapsed)."""
-    expr = pl.col(column).fill_null("")
+    """Plain readable text from raw text with LaTeX, markdown or HTML in it.
+
+    HTML entities are decoded and tags stripped; LaTeX macros, accents and math symbols
+    are resolved; hyphenated line breaks are joined; Unicode spaces become plain spaces;
+    control, private-use and invisible characters go; whitespace collapses; NFC.
+    """
+    expr = pl.col(column).fill_null("").map_batches(_unescape_entities, return_dtype=pl.String)
+    expr = expr.str.replace_all(INLINE_TAG_RE, "").str.replace_all(BLOCK_TAG_RE, " ")
+    expr = expr.str.replace_many(TEX_ACCENT_PATTERNS, TEX_ACCENT_LETTERS)
     for _ in range(3):  # nested macros such as \textbf{\texttt{X} y}
         expr = expr.str.replace_all(rf"\\(?:{TEXT_MACROS})\s*\{{([^{{}}]*)\}}", "${1}")
     expr = (
@@ -279,6 +1214,9 @@ def clean_text(column: str) -> pl.Expr:
         expr.str.replace_all(r"\\([%&_#$])", "${1}")
         .str.replace_all(r"\$([^$]*)\$", "${1}")
         .str.replace_all(r"[{}]", "")
+        # A word hyphenated across a line break keeps its hyphen and loses the break.
+        .str.replace_all(r"(\pL)-[ \t]*\r?\n\s*(\pL)", "${1}-${2}")
+        .str.replace_all(CONTROL_RE, "")
         .str.replace_all(r"\s+", " ")
         .str.strip_chars()
         .str.normalize("NFC")
@@ -314,42 +1252,107 @@ def content_id(title: str | None, abstract: str) -> str:
     return hashlib.sha256(norm.encode("utf-8")).hexdigest()[:16]
 
 
-def normalise(records: pl.DataFrame, min_words: int) -> tuple[pl.DataFrame, pl.DataFrame]:
+def corruption_flags(min_words: int) -> pl.Expr:
+    """Flags for accepted abstracts that look damaged; flagged records are still accepted.
+
+    missing_letter:<c>: a common letter absent from a long abstract (a lost character);
+    all_lowercase: no capital letter at all; mostly_markup: half the raw text is markup;
+    short_abstract: a titled record whose abstract has fewer than `min_words` words.
+    """
+    abstract = pl.col("abstract")
+    lower = abstract.str.to_lowercase()
+    letters = abstract.str.count_matches(r"[A-Za-z]")
+    raw = pl.col("abstract_raw").fill_null("")
+    raw_len = raw.str.len_chars()
+    markup = raw_len - raw.str.replace_all(MARKUP_RE, "").str.len_chars()
+    flags = [
+        pl.when((letters >= 200) & ~lower.str.contains(letter, literal=True)).then(
+            pl.lit(f"missing_letter:{letter}")
+        )
+        for letter in COMMON_LETTERS
+    ]
+    flags += [
+        pl.when((letters >= 50) & ~abstract.str.contains(r"\p{Lu}")).then(pl.lit("all_lowercase")),
+        pl.when((raw_len >= 40) & (markup * 2 >= raw_len)).then(pl.lit("mostly_markup")),
+        pl.when(pl.col("title").is_not_null() & (pl.col("word_count") < min_words)).then(
+            pl.lit("short_abstract")
+        ),
+    ]
+    return (
+        pl.concat_list(flags)
+        .list.drop_nulls()
+        .list.concat(pl.col("read_flags").fill_null(pl.lit([], dtype=pl.List(pl.String))))
+    )
+
+
+def normalise(
+    records: pl.DataFrame, min_words: int, max_words: int | None = None
+) -> tuple[pl.DataFrame, pl.DataFrame]:
     """Clean raw records and split them into accepted and rejected.
 
+    A record without a title needs `min_words` words (a shorter block is more likely a
+    stray line than an abstract); a titled record is a paper whatever its length, and a
+    short abstract is flagged instead.
+
     Returns:
-        accepted records with paper_id, title, abstract, word_count, links and
-        unresolved_macros; rejects with the rule each record broke.
+        accepted records with paper_id, title, abstract, word_count, links,
+        unresolved_macros, flags and control_chars_removed; rejects with the rule each
+        record broke.
     """
-    cleaned = records.with_columns(
-        title=pl.when(pl.col("title_raw").is_not_null()).then(clean_text("title_raw")),
-        abstract=clean_text("abstract_raw"),
-    ).with_columns(
-        word_count=pl.col("abstract").str.count_matches(r"\S+").cast(pl.Int32),
-        links=pl.col("abstract").map_elements(extract_links, return_dtype=LINK_DTYPE),
-        unresolved_macros=pl.col("abstract")
-        .str.extract_all(r"\\[A-Za-z]+")
-        .list.unique(maintain_order=True),
+    title = clean_text("title_raw").str.replace(r"([^.])\.$", "${1}")  # "Title." is "Title"
+    cleaned = (
+        records.with_columns(
+            control_chars_removed=(
+                pl.col("title_raw").fill_null("").str.count_matches(CONTROL_RE)
+                + pl.col("abstract_raw").fill_null("").str.count_matches(CONTROL_RE)
+            ).cast(pl.Int32),
+            title=pl.when(pl.col("title_raw").is_not_null()).then(title),
+            abstract=clean_text("abstract_raw"),
+        )
+        .with_columns(title=pl.when(pl.col("title") != "").then(pl.col("title")))
+        .with_columns(
+            word_count=pl.col("abstract").str.count_matches(r"\S+").cast(pl.Int32),
+            links=pl.col("abstract").map_elements(extract_links, return_dtype=LINK_DTYPE),
+            unresolved_macros=pl.col("abstract")
+            .str.extract_all(r"\\[A-Za-z]+")
+            .list.unique(maintain_order=True),
+        )
     )
+    too_short = (pl.col("word_count") < min_words) & pl.col("title").is_null()
+    too_long = pl.col("word_count") > max_words if max_words else pl.lit(False)
     rule = (
-        pl.when(pl.col("decode_error").is_not_null())
+        pl.when(pl.col("read_rule").is_not_null())
+        .then(pl.col("read_rule"))
+        .when(pl.col("decode_error").is_not_null())
         .then(pl.lit("invalid_utf8"))
         .when(pl.col("abstract") == "")
         .then(pl.lit("empty_abstract"))
-        .when(pl.col("word_count") < min_words)
+        .when(too_short)
         .then(pl.lit("too_short"))
+        .when(too_long)
+        .then(pl.lit("too_long"))
     )
     reason = (
-        pl.when(pl.col("decode_error").is_not_null())
+        pl.when(pl.col("read_rule").is_not_null())
+        .then(pl.col("read_reason"))
+        .when(pl.col("decode_error").is_not_null())
         .then(pl.col("decode_error"))
         .when(pl.col("abstract") == "")
         .then(pl.lit("abstract is empty or whitespace only"))
-        .when(pl.col("word_count") < min_words)
+        .when(too_short)
         .then(
             pl.format(
                 "abstract has {} words, fewer than the minimum of {}",
                 pl.col("word_count"),
                 pl.lit(min_words),
+            )
+        )
+        .when(too_long)
+        .then(
+            pl.format(
+                "abstract has {} words, more than the maximum of {}",
+                pl.col("word_count"),
+                pl.lit(max_words),
             )
         )
     )
@@ -362,9 +1365,14 @@ def normalise(records: pl.DataFrame, min_words: int) -> tuple[pl.DataFrame, pl.D
         "byte_offset",
         "rule",
         "reason",
-        raw_snippet=pl.col("abstract_raw").str.slice(0, SNIPPET_CHARS),
+        raw_snippet=pl.coalesce("raw_snippet", pl.col("abstract_raw").str.slice(0, SNIPPET_CHARS)),
     )
-    accepted = cleaned.filter(pl.col("rule").is_null()).drop("rule", "reason", "decode_error")
+    accepted = (
+        cleaned.filter(pl.col("rule").is_null())
+        .with_columns(flags=corruption_flags(min_words))
+        .drop("rule", "reason", "decode_error", "read_rule", "read_reason", "raw_snippet")
+        .drop("read_flags")
+    )
     accepted = accepted.with_columns(
         paper_id=pl.struct("title", "abstract").map_elements(
             lambda r: content_id(r["title"], r["abstract"]), return_dtype=pl.String
@@ -373,119 +1381,305 @@ def normalise(records: pl.DataFrame, min_words: int) -> tuple[pl.DataFrame, pl.D
     return accepted, rejects
 
 
-def ingest_file(
-    path: Path, min_words: int, sha: str, size: int
-) -> tuple[SourceFile, list[pl.DataFrame], list[pl.DataFrame]]:
-    """Parse one raw file. A file that cannot be read at all comes back with its error set."""
-    source = SourceFile(path=str(path), sha256=sha, bytes=size)
-    accepted: list[pl.DataFrame] = []
-    rejected: list[pl.DataFrame] = []
+# ---------------------------------------------------------------------------------------
+# Files into batches, batches into Parquet parts
+
+RAW_COLUMNS = [c for c in RECORD_SCHEMA if c not in ("source_path", "source_sha256")]
+LIST_COLUMNS = [c for c, t in RECORD_SCHEMA.items() if t == pl.List(pl.String)]
+
+
+def record_batches(
+    records: Iterator[dict], source: SourceFile, override: FileOverride
+) -> Iterator[pl.DataFrame]:
+    """Raw records in batches of RECORD_SCHEMA, numbered, with the file's venue and year.
+
+    Venue and year: the settings file's if it gives them, else the record's own, else the
+    file's (header line or file name).
+    """
+    rows: list[dict] = []
+    chars = 0
+    for record_no, record in enumerate(records, start=1):
+        record["record_no"] = record_no
+        rows.append(record)
+        chars += len(record.get("abstract_raw") or "") + len(record.get("title_raw") or "")
+        if len(rows) >= BATCH_RECORDS or chars >= BATCH_CHARS:
+            yield _records_frame(rows, source, override)
+            rows, chars = [], 0
+    if rows:
+        yield _records_frame(rows, source, override)
+
+
+def _records_frame(rows: list[dict], source: SourceFile, override: FileOverride) -> pl.DataFrame:
+    columns = {c: [r.get(c) for r in rows] for c in RAW_COLUMNS}
+    for c in LIST_COLUMNS:
+        columns[c] = [v or [] for v in columns[c]]
+    schema = {c: RECORD_SCHEMA[c] for c in RAW_COLUMNS}
     try:
-        with path.open("rb") as handle:
-            head = handle.read(SNIFF_BYTES)
-        source.format = detect_format(head)
-        first_line = head.split(b"\n", 1)[0].decode("utf-8", errors="replace")
-        if header := parse_header(first_line):
-            source.venue, source.year = header
-        for batch in read_records(path, source.format, source):
-            ok, bad = normalise(batch, min_words)
-            accepted.append(ok)
-            rejected.append(bad)
-            source.records_seen += batch.height
-            source.accepted += ok.height
-            source.rejected += bad.height
-    except (IngestError, OSError) as exc:
+        frame = pl.DataFrame(columns, schema=schema)
+    except UnicodeEncodeError:
+        # Lone surrogates from JSON escapes such as "\ud800" are not text; show them as U+FFFD.
+        columns = {c: [_valid_value(v) for v in values] for c, values in columns.items()}
+        frame = pl.DataFrame(columns, schema=schema)
+
+    def fallback(name: str, given: Any, dtype: pl.DataType) -> pl.Expr:
+        if given is not None:
+            return pl.lit(given, dtype=dtype)
+        return pl.coalesce(pl.col(name), pl.lit(getattr(source, name), dtype=dtype))
+
+    return frame.with_columns(
+        source_path=pl.lit(source.path),
+        source_sha256=pl.lit(source.sha256),
+        venue=fallback("venue", override.venue, pl.String),
+        year=fallback("year", override.year, pl.Int32),
+    ).select(list(RECORD_SCHEMA))
+
+
+def _valid_value(value: Any) -> Any:
+    if isinstance(value, str):
+        return value.encode("utf-8", "replace").decode("utf-8")
+    if isinstance(value, list):
+        return [_valid_value(v) for v in value]
+    return value
+
+
+def file_records(
+    path: Path, layout: Layout, override: FileOverride, has_header: bool, stack: ExitStack
+) -> tuple[Iterator[dict], Callable[[], int]]:
+    """The raw records of a file in its layout, and a function telling bytes read so far."""
+    if layout.format == "parquet":
+        target = path
+        if layout.gzip:  # Parquet needs random access: decompress to a temporary file
+            folder = Path(stack.enter_context(tempfile.TemporaryDirectory()))
+            target = folder / "data.parquet"
+            with gzip.open(path, "rb") as src, target.open("wb") as dst:
+                shutil.copyfileobj(src, dst, 1 << 20)
+        return read_parquet(target, ObjectFields(override.column_map)), lambda: 0
+    stream, position = open_binary(path, layout.gzip, stack)
+    fields = ObjectFields(override.column_map)
+    if layout.format in ("jsonl", "arxiv"):
+        return read_jsonl(stream, fields), position
+    if layout.format == "json":
+        return read_json_stream(stream, fields), position
+    if layout.format in ("csv", "tsv"):
+        return read_delimited(stream, layout.delimiter, override.column_map), position
+    return read_text(stream, layout.format, has_header), position
+
+
+class PartWriter:
+    """Accepted records of one file written as numbered Parquet parts in a folder."""
+
+    def __init__(self, folder: Path):
+        self.folder = folder
+        self.names: list[str] = []
+
+    def write(self, frame: pl.DataFrame) -> None:
+        if frame.height == 0:
+            return
+        self.folder.mkdir(parents=True, exist_ok=True)
+        name = f"records-{len(self.names):05d}.parquet"
+        frame.write_parquet(self.folder / name)
+        self.names.append(name)
+
+    def discard(self) -> None:
+        shutil.rmtree(self.folder, ignore_errors=True)
+        self.names = []
+
+
+def ingest_file(
+    path: Path,
+    min_words: int,
+    sha: str,
+    size: int,
+    writer: PartWriter,
+    override: FileOverride = NO_OVERRIDE,
+    max_words: int | None = None,
+    progress: Progress | None = None,
+) -> tuple[SourceFile, list[pl.DataFrame]]:
+    """Parse one raw file: accepted records go to `writer`, rejects come back.
+
+    A file that cannot be read at all comes back with its error set, no records and
+    nothing left in `writer`.
+    """
+    source = SourceFile(path=str(path), sha256=sha, bytes=size)
+    rejected: list[pl.DataFrame] = []
+    flags: Counter[str] = Counter()
+    rules: Counter[str] = Counter()
+    try:
+        gz, head = sniff(path)
+        fmt, delimiter = detect_format(head, path.name, override)
+        layout = Layout(fmt, gz, delimiter or ",")
+        source.format = layout.label
+        has_header = False
+        if fmt in ("blocks", "lines"):
+            first_line = head.split(b"\n", 1)[0].decode("utf-8", errors="replace")
+            if header := parse_header(first_line.lstrip("\ufeff")):
+                source.venue, source.year = header
+                has_header = True
+        if source.venue is None:
+            named = venue_from_name(path.name)
+            if named:
+                source.venue, source.year = named
+            elif fmt == "arxiv":
+                source.venue = "arXiv"
+        source.venue = override.venue or source.venue
+        source.year = override.year or source.year
+        with ExitStack() as stack:
+            records, position = file_records(path, layout, override, has_header, stack)
+            for batch in record_batches(records, source, override):
+                ok, bad = normalise(batch, min_words, max_words)
+                writer.write(ok)
+                rejected.append(bad)
+                source.records_seen += batch.height
+                source.accepted += ok.height
+                source.rejected += bad.height
+                source.control_chars_removed += int(ok["control_chars_removed"].sum())
+                flags.update(ok["flags"].explode().drop_nulls().to_list())
+                rules.update(bad["rule"].to_list())
+                if progress:
+                    progress(source.path, position(), size)
+    except FILE_ERRORS as exc:
+        writer.discard()
         source.error = f"{path}: {exc}"
         source.records_seen = source.accepted = source.rejected = 0
-        return source, [], []
-    return source, accepted, rejected
+        source.control_chars_removed = 0
+        return source, []
+    source.rejected_by_rule = dict(sorted(rules.items()))
+    source.flag_counts = dict(sorted(flags.items()))
+    if progress:
+        progress(source.path, size, size)
+    return source, rejected
 
 
 class ParseCache:
     """Parsed records of file versions already seen, keyed by content hash and ingest config.
 
-    A file whose bytes did not change is not parsed again; its records are read back and
-    given the file's current path.
+    A file whose bytes (and settings) did not change is not parsed again; its records are
+    read back and given the file's current path. Layout: `<key>/records-*.parquet` and
+    `<key>/rejects.parquet`, with `<key>.json` (the file's sources row) written last.
     """
 
-    def __init__(self, folder: Path, min_words: int):
+    def __init__(self, folder: Path, min_words: int, max_words: int | None = None):
         self.folder = folder
-        self.config = f"{INGEST_VERSION}:{min_words}"
+        self.config = f"{INGEST_VERSION}:{min_words}:{max_words}"
 
-    def _stem(self, sha256: str) -> Path:
-        key = hashlib.sha256(f"{sha256}:{self.config}".encode()).hexdigest()[:32]
-        return self.folder / key
+    def key(self, sha256: str, override: FileOverride = NO_OVERRIDE) -> str:
+        spec = f"{sha256}:{self.config}:{override.origin}"
+        return hashlib.sha256(spec.encode()).hexdigest()[:32]
 
-    def load(self, source: SourceFile) -> tuple[SourceFile, pl.DataFrame, pl.DataFrame] | None:
-        stem = self._stem(source.sha256)
-        meta = stem.with_suffix(".json")
+    def load(
+        self, source: SourceFile, override: FileOverride = NO_OVERRIDE
+    ) -> tuple[SourceFile, list[Path], pl.DataFrame] | None:
+        """The cached sources row, record parts and rejects of a file version, if any."""
+        key = self.key(source.sha256, override)
+        meta = self.folder / f"{key}.json"
         if not meta.exists():
             return None
-        cached = SourceFile(**json.loads(meta.read_text()))
+        spec = json.loads(meta.read_text())
+        names = spec.pop("parts")
+        cached = SourceFile(**spec)
         cached.path = source.path
-        relabel = {"source_path": pl.lit(source.path)}
-        records = pl.read_parquet(stem.with_suffix(".records.parquet")).with_columns(**relabel)
-        rejects = pl.read_parquet(stem.with_suffix(".rejects.parquet")).with_columns(**relabel)
-        return cached, records, rejects
+        rejects = pl.read_parquet(self.folder / key / "rejects.parquet").with_columns(
+            source_path=pl.lit(source.path)
+        )
+        return cached, [self.folder / key / n for n in names], rejects
 
-    def store(self, source: SourceFile, records: pl.DataFrame, rejects: pl.DataFrame) -> None:
-        """Write the three files of a parse, each atomically, the index file last."""
-        self.folder.mkdir(parents=True, exist_ok=True)
-        stem = self._stem(source.sha256)
-        for suffix, frame in ((".records.parquet", records), (".rejects.parquet", rejects)):
-            tmp = stem.with_suffix(suffix + ".tmp")
-            frame.write_parquet(tmp)
-            os.replace(tmp, stem.with_suffix(suffix))
-        tmp = stem.with_suffix(".json.tmp")
-        tmp.write_text(json.dumps(vars(source)))
-        os.replace(tmp, stem.with_suffix(".json"))
+    def writer(self, sha256: str, override: FileOverride = NO_OVERRIDE) -> PartWriter:
+        """Where a parse being cached writes its parts (renamed into place by `store`)."""
+        return PartWriter(self.folder / f"{self.key(sha256, override)}.tmp-{os.getpid()}")
+
+    def store(
+        self,
+        source: SourceFile,
+        writer: PartWriter,
+        rejects: pl.DataFrame,
+        override: FileOverride = NO_OVERRIDE,
+    ) -> list[Path]:
+        """Move a finished parse into place, the index file last; returns the parts' paths."""
+        key = self.key(source.sha256, override)
+        target = self.folder / key
+        writer.folder.mkdir(parents=True, exist_ok=True)
+        rejects.write_parquet(writer.folder / "rejects.parquet")
+        shutil.rmtree(target, ignore_errors=True)
+        os.replace(writer.folder, target)
+        spec = {k: v for k, v in vars(source).items() if k != "cached"} | {"parts": writer.names}
+        tmp = self.folder / f"{key}.json.tmp"
+        tmp.write_text(json.dumps(spec))
+        os.replace(tmp, self.folder / f"{key}.json")
+        return [target / n for n in writer.names]
 
 
 def ingest(
-    paths: Iterable[Path], min_words: int = 20, cache_dir: Path | None = None
+    paths: Iterable[Path],
+    min_words: int = 20,
+    cache_dir: Path | None = None,
+    max_words: int | None = None,
+    progress: Progress | None = None,
 ) -> IngestResult:
     """Read every raw file under `paths`; broken files are reported in sources and skipped.
 
     Args:
-        cache_dir: where parses of file versions are kept; unchanged files are read from it.
+        cache_dir: where parses of file versions are kept; unchanged files are read from
+            it. Without one, accepted records are spilled to a temporary folder that lives
+            as long as the result.
+        max_words: abstracts longer than this are rejected (too_long); None: no limit.
+        progress: called with (path, bytes read, file size) as reading goes on.
     """
-    cache = ParseCache(cache_dir, min_words) if cache_dir else None
+    roots = [Path(p) for p in paths]
+    found = discover(roots)
+    overrides = Overrides(roots)
+    cache = ParseCache(cache_dir, min_words, max_words) if cache_dir else None
+    workdir = None if cache else tempfile.TemporaryDirectory(prefix="paperlake-ingest-")
     files: list[SourceFile] = []
-    accepted: list[pl.DataFrame] = []
+    parts: list[tuple[Path, str]] = []
     rejected: list[pl.DataFrame] = []
-    for path in discover(paths):
+    settings_seen: dict[Path, Path] = {}
+    for number, path in enumerate(found):
+        if path.name == SETTINGS_FILE:
+            settings_seen.setdefault(path.resolve(), path)
+            continue
+        override, settings = overrides.for_file(path)
+        if settings is not None:
+            settings_seen.setdefault(settings.resolve(), settings)
         sha, size = file_digest(path)
-        hit = cache.load(SourceFile(str(path), sha, size)) if cache else None
+        hit = cache.load(SourceFile(str(path), sha, size), override) if cache else None
         if hit:
-            source, ok, bad = hit[0], [hit[1]], [hit[2]]
+            source, names, bad = hit
             source.cached = True
+            parts.extend((p, str(path)) for p in names)
+            rejected.append(bad)
+            if progress:
+                progress(str(path), size, size)
         else:
-            source, ok, bad = ingest_file(path, min_words, sha, size)
+            writer = (
+                cache.writer(sha, override)
+                if cache
+                else PartWriter(Path(workdir.name) / f"{number:06d}")
+            )
+            source, bad = ingest_file(
+                path, min_words, sha, size, writer, override, max_words, progress
+            )
             if cache and source.error is None:
-                cache.store(
-                    source, _concat(ok, accepted_schema(min_words)), _concat(bad, REJECT_SCHEMA)
-                )
+                stored = cache.store(source, writer, _concat(bad, REJECT_SCHEMA), override)
+            else:
+                stored = [writer.folder / n for n in writer.names]
+            parts.extend((p, str(path)) for p in stored)
+            rejected.extend(bad)
         files.append(source)
-        accepted.extend(ok)
-        rejected.extend(bad)
-    records = _concat(accepted, accepted_schema(min_words))
-    rejects = _concat(rejected, REJECT_SCHEMA)
-    sources = pl.DataFrame(
-        [{k: v for k, v in vars(f).items() if k != "cached"} for f in files],
-        schema={
-            "path": pl.String,
-            "sha256": pl.String,
-            "bytes": pl.Int64,
-            "format": pl.String,
-            "venue": pl.String,
-            "year": pl.Int32,
-            "records_seen": pl.Int64,
-            "accepted": pl.Int64,
-            "rejected": pl.Int64,
-            "error": pl.String,
-        },
+    for key, settings in settings_seen.items():
+        overrides.rules(settings)
+        sha, size = file_digest(settings)
+        files.append(
+            SourceFile(str(settings), sha, size, format="settings", error=overrides.errors.get(key))
+        )
+    sources = pl.DataFrame([f.row() for f in files], schema=SOURCE_SCHEMA)
+    return IngestResult(
+        sources=sources,
+        rejects=_concat(rejected, REJECT_SCHEMA),
+        files=files,
+        parts=parts,
+        schema=accepted_schema(min_words),
+        workdir=workdir,
     )
-    return IngestResult(sources=sources, records=records, rejects=rejects, files=files)
 
 
 def accepted_schema(min_words: int) -> dict:
@@ -494,6 +1688,7 @@ def accepted_schema(min_words: int) -> dict:
 
 
 def _concat(frames: list[pl.DataFrame], schema: dict) -> pl.DataFrame:
+    frames = [f for f in frames if f.height]
     return pl.concat(frames, how="vertical_relaxed") if frames else pl.DataFrame(schema=schema)
 
 
@@ -526,13 +1721,35 @@ def build_papers(records: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
             "title",
             "authors",
             "keywords",
+            "categories",
             "decision",
             "abstract",
             "abstract_raw",
             "word_count",
             "links",
             "unresolved_macros",
+            "flags",
+            "control_chars_removed",
         )
         .sort("paper_id")
     )
     return papers, locations.sort("paper_id", "source_path", "record_no")
+
+
+def file_report(sources: pl.DataFrame) -> pl.DataFrame:
+    """Per file: format, records seen, accepted, rejected (by rule), flags and error."""
+
+    def counts(text: str | None) -> str:
+        spec = json.loads(text) if text else {}
+        return ", ".join(f"{k}: {v}" for k, v in spec.items())
+
+    return sources.select(
+        "path",
+        "format",
+        seen="records_seen",
+        accepted="accepted",
+        rejected="rejected",
+        rejected_by_rule=pl.col("rejected_by_rule").map_elements(counts, return_dtype=pl.String),
+        flags=pl.col("flag_counts").map_elements(counts, return_dtype=pl.String),
+        error="error",
+    )

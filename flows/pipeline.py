@@ -6,6 +6,8 @@ import json
 import platform
 import time
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from importlib.metadata import version as package_version
@@ -248,29 +250,78 @@ IDLE_SERVER_SERVICES = (
 )
 
 
-def warm_start(settings: Settings) -> None:
-    """Start what a run needs at once: the temporary Prefect server and the model.
+def _free_port() -> int:
+    import socket
 
-    Without PREFECT_API_URL a flow run starts a temporary Prefect server (seconds of
-    start-up in a subprocess). Starting it here, in a thread, while this process loads the
-    model overlaps the two; the flow then finds the server already up.
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@contextmanager
+def prefect_api(settings: Settings) -> Iterator[None]:
+    """A Prefect API for one run, with the model loaded while it starts.
+
+    With PREFECT_API_URL set, that server is used. Otherwise a temporary local server is
+    started the way Prefect starts its own (uvicorn on Prefect's app factory), but in the
+    background while this process loads the model, and without the services a single run
+    does not use; it stops when the run ends.
     """
     import os
-    import threading
+    import subprocess
+    import sys
 
-    from prefect.settings import PREFECT_API_URL
+    import httpx
+    import prefect
+    from prefect.settings import PREFECT_API_URL, get_current_settings, temporary_settings
 
-    server_thread = None
-    if not PREFECT_API_URL.value():
-        from prefect.server.api.server import SubprocessASGIServer
-
-        for service in IDLE_SERVER_SERVICES:
-            os.environ.setdefault(f"PREFECT_SERVER_SERVICES_{service}_ENABLED", "false")
-        server_thread = threading.Thread(target=SubprocessASGIServer().start, daemon=True)
-        server_thread.start()
-    embed.load_model(settings.model, settings.device, settings.precision)
-    if server_thread is not None:
-        server_thread.join()
+    if PREFECT_API_URL.value():
+        embed.load_model(settings.model, settings.device, settings.precision)
+        yield
+        return
+    port = _free_port()
+    env = {
+        **os.environ,
+        **get_current_settings().to_environment_variables(exclude_unset=True),
+        "PREFECT_UI_ENABLED": "0",
+        "PREFECT__SERVER_EPHEMERAL": "1",
+        "PREFECT__SERVER_FINAL": "1",
+        **{f"PREFECT_SERVER_SERVICES_{name}_ENABLED": "false" for name in IDLE_SERVER_SERVICES},
+    }
+    server = subprocess.Popen(
+        [
+            sys.executable, "-m", "uvicorn",
+            "--app-dir", str(Path(prefect.__file__).parent.parent),
+            "--factory", "prefect.server.api.server:create_app",
+            "--host", "127.0.0.1", "--port", str(port),
+            "--log-level", "error", "--lifespan", "on",
+        ],
+        env=env,
+    )  # fmt: skip
+    url = f"http://127.0.0.1:{port}/api"
+    try:
+        embed.load_model(settings.model, settings.device, settings.precision)
+        deadline = time.monotonic() + 120
+        while True:
+            if server.poll() is not None:
+                raise RuntimeError(f"the temporary Prefect server exited with {server.returncode}")
+            try:
+                if httpx.get(f"{url}/health", timeout=2).status_code == 200:
+                    break
+            except httpx.TransportError:
+                pass
+            if time.monotonic() > deadline:
+                raise RuntimeError("the temporary Prefect server did not start within 120 s")
+            time.sleep(0.1)
+        with temporary_settings(updates={PREFECT_API_URL: url}):
+            yield
+    finally:
+        server.terminate()
+        try:
+            server.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            server.kill()
+            server.wait()
 
 
 def run_pipeline(settings: Settings, force: bool = False) -> RunSummary:

@@ -14,7 +14,7 @@ def unit(rows):
     return v / np.linalg.norm(v, axis=1, keepdims=True)
 
 
-VECTORS = unit([[1, 0, 0], [0.99, 0.1, 0], [0, 1, 0], [0, 0.9, 0.1], [0, 0, 1]])
+VECTORS = unit([[1, 0, 0], [0.99, 0.1, 0], [0, 1, 0], [0, 0.9, 0.1], [0.05, 0, 1]])
 IDS = ["a", "b", "c", "d", "e"]
 
 

@@ -1,0 +1,216 @@
+"""`make bench`: paperlake against the hand-written baseline, side by side in one run.
+
+Generates a deterministic corpus of N abstracts (real sentences from data/raw recombined),
+then times, each as its own process: the baseline (bench/baseline.py), paperlake cold
+(new warehouse), warm (nothing changed) and incremental (+1% new abstracts). Prints ratios,
+embedding throughput, seconds per stage, peak RSS and the agreement of paperlake's vectors
+with fp32. `--scaling` times the neighbour stage alone at N and 10 N for both.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
+
+from corpus import abstracts, write_dump  # noqa: E402
+
+PAPERLAKE = Path(sys.executable).parent / "paperlake"
+
+
+def timed(cmd: list[str], **kwargs) -> dict:
+    """Run a command; its wall seconds, peak RSS (MB), exit code and output."""
+    start = time.perf_counter()
+    proc = subprocess.Popen(
+        cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, **kwargs
+    )
+    output = proc.stdout.read()
+    _, status, usage = os.wait4(proc.pid, 0)
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    wall = time.perf_counter() - start
+    if proc.returncode != 0:
+        raise RuntimeError(f"{' '.join(cmd)} failed ({proc.returncode}):\n{output[-3000:]}")
+    return {"seconds": wall, "peak_rss_mb": usage.ru_maxrss / 1024, "output": output}
+
+
+def stage_seconds(output: str) -> dict[str, float]:
+    match = re.search(r"^seconds: (.*)$", output, re.M)
+    pairs = re.findall(r"(\w+) ([\d.]+)", match.group(1)) if match else []
+    return {name: float(value) for name, value in pairs}
+
+
+def embedded_count(output: str) -> int:
+    match = re.search(r"embeddings computed: (\d+)", output)
+    return int(match.group(1)) if match else -1
+
+
+def agreement(warehouse: Path, sample: int, seed: int = 0) -> dict:
+    """paperlake's vectors against fp32 vectors of the same texts, on a sample of papers."""
+    from flows import embed
+    from flows.lake import open_lake
+    from flows.settings import Settings
+
+    with open_lake(Settings(warehouse=warehouse), version=1) as con:
+        rows = con.execute(
+            "select p.paper_id, p.abstract, e.embedding from papers p "
+            "join embeddings e using (paper_id) order by p.paper_id"
+        ).fetchall()
+    rng = np.random.default_rng(seed)
+    pick = sorted(rng.choice(len(rows), size=min(sample, len(rows)), replace=False))
+    texts = [rows[i][1] for i in pick]
+    fast = np.asarray([rows[i][2] for i in pick], dtype=np.float32)
+    exact = embed.encode(texts, precision="fp32", show_progress=False)
+    cosine = np.sum(fast * exact, axis=1)
+
+    def top10(v: np.ndarray) -> np.ndarray:
+        sims = v @ v.T
+        np.fill_diagonal(sims, -np.inf)
+        return np.argsort(-sims, axis=1, kind="stable")[:, :10]
+
+    a, b = top10(fast), top10(exact)
+    overlap = np.mean([len(set(x) & set(y)) / 10 for x, y in zip(a, b, strict=True)])
+    return {
+        "sample": len(pick),
+        "mean_cosine": float(cosine.mean()),
+        "min_cosine": float(cosine.min()),
+        "top10_overlap": float(overlap),
+    }
+
+
+def neighbour_scaling(n: int, seed: int = 0) -> dict:
+    """Seconds of paperlake's neighbour stage and of the baseline's SQL self-join at n."""
+    import duckdb
+    import polars as pl
+
+    from flows.aggregate import nearest
+
+    vectors = np.random.default_rng(seed).normal(size=(n, 384)).astype(np.float32)
+    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+    ids = [f"p{i:07d}" for i in range(n)]
+    start = time.perf_counter()
+    nearest(ids, vectors, 10, 0.95)
+    ours = time.perf_counter() - start
+    frame = pl.DataFrame(
+        {"paper_id": ids, "e": pl.Series(vectors, dtype=pl.Array(pl.Float32, 384))}
+    )
+    con = duckdb.connect()
+    con.execute("create table emb as select * from frame")
+    start = time.perf_counter()
+    con.execute(
+        "create table knn as select a.paper_id, b.paper_id as neighbor_id, "
+        "array_cosine_similarity(a.e, b.e) as score from emb a join emb b "
+        "on a.paper_id <> b.paper_id "
+        "qualify row_number() over (partition by a.paper_id order by score desc) <= 10"
+    )
+    return {"n": n, "paperlake_seconds": ours, "baseline_seconds": time.perf_counter() - start}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--n", type=int, default=1000, help="abstracts in the corpus")
+    parser.add_argument("--work", type=Path, help="work folder (default: a temporary one)")
+    parser.add_argument("--sample", type=int, default=1000, help="papers in the fp32 check")
+    parser.add_argument("--scaling", action="store_true", help="neighbour stage at N and 10 N")
+    parser.add_argument("--skip-baseline", action="store_true")
+    args = parser.parse_args()
+
+    if args.scaling:
+        rows = [neighbour_scaling(args.n), neighbour_scaling(10 * args.n)]
+        small, large = rows
+        print(json.dumps(rows, indent=2))
+        print(
+            f"neighbour stage {args.n} -> {10 * args.n}: paperlake "
+            f"{small['paperlake_seconds']:.2f} s -> {large['paperlake_seconds']:.2f} s "
+            f"({large['paperlake_seconds'] / small['paperlake_seconds']:.0f}x); baseline "
+            f"{small['baseline_seconds']:.1f} s -> {large['baseline_seconds']:.1f} s "
+            f"({large['baseline_seconds'] / small['baseline_seconds']:.0f}x)"
+        )
+        return
+
+    work = args.work or Path(tempfile.mkdtemp(prefix="paperlake-bench-"))
+    raw, warehouse = work / "raw", work / "warehouse"
+    write_dump(raw / "dump.txt", abstracts(args.n))
+    env = {**os.environ}
+    env.pop("PREFECT_API_URL", None)  # every run starts its own temporary server, as a user's
+    results: dict = {"n": args.n, "work": str(work)}
+
+    if not args.skip_baseline:
+        base = timed(
+            [sys.executable, str(ROOT / "bench" / "baseline.py"), str(raw / "dump.txt"),
+             "--out", str(work / "baseline")],
+        )  # fmt: skip
+        results["baseline"] = {
+            "seconds": base["seconds"],
+            "peak_rss_mb": base["peak_rss_mb"],
+            "stages": json.loads(base["output"].strip().splitlines()[-1]),
+        }
+    run = [str(PAPERLAKE), "run", "--raw", str(raw), "--warehouse", str(warehouse)]
+    cold = timed(run, env=env)
+    warm = timed(run, env=env)
+    new = max(1, args.n // 100)
+    write_dump(raw / "new.txt", abstracts(new, offset=args.n))
+    incremental = timed(run, env=env)
+    for name, res in (("cold", cold), ("warm", warm), ("incremental", incremental)):
+        results[name] = {
+            "seconds": res["seconds"],
+            "peak_rss_mb": res["peak_rss_mb"],
+            "embedded": embedded_count(res["output"]),
+            "stages": stage_seconds(res["output"]),
+        }
+    results["agreement"] = agreement(warehouse, args.sample)
+    report(results, new)
+    out = ROOT / "bench" / "out"
+    out.mkdir(exist_ok=True)
+    (out / f"results-{args.n}.json").write_text(json.dumps(results, indent=2))
+
+
+def report(r: dict, new: int) -> None:
+    cold, warm, inc = r["cold"], r["warm"], r["incremental"]
+    lines = [f"paperlake bench, N = {r['n']} abstracts (work folder {r['work']})", ""]
+    if "baseline" in r:
+        b = r["baseline"]
+        lines.append(
+            f"baseline     {b['seconds']:7.1f} s  peak {b['peak_rss_mb']:6.0f} MB  "
+            f"(embed {b['stages']['embed']:.1f} s = {r['n'] / b['stages']['embed']:.1f}/s, "
+            f"kNN {b['stages']['knn']:.1f} s)"
+        )
+    for name, res in (("cold", cold), ("warm", warm), ("incremental", inc)):
+        stages = "  ".join(f"{k} {v:.1f}" for k, v in res["stages"].items())
+        lines.append(
+            f"{name:<12} {res['seconds']:7.1f} s  peak {res['peak_rss_mb']:6.0f} MB  "
+            f"embedded {res['embedded']}  [{stages}]"
+        )
+    embed = cold["stages"].get("embed")
+    if embed:
+        lines.append(f"embedding throughput (cold): {cold['embedded'] / embed:.1f} abstracts/s")
+    others = sum(v for k, v in cold["stages"].items() if k not in ("embed", "startup"))
+    lines.append(f"ingest + validate + aggregate + publish: {others / cold['seconds']:.1%} of cold")
+    lines.append("")
+    if "baseline" in r:
+        lines.append(f"baseline / cold     = {r['baseline']['seconds'] / cold['seconds']:.2f}")
+    lines.append(f"warm / cold         = {warm['seconds'] / cold['seconds']:.3f}")
+    lines.append(
+        f"incremental / cold  = {inc['seconds'] / cold['seconds']:.3f}  (+{new} abstracts)"
+    )
+    a = r["agreement"]
+    lines.append(
+        f"agreement with fp32 on {a['sample']} papers: mean cosine {a['mean_cosine']:.5f}, "
+        f"min {a['min_cosine']:.5f}, top-10 neighbour overlap {a['top10_overlap']:.3f}"
+    )
+    print("\n".join(lines))
+
+
+if __name__ == "__main__":
+    main()
