@@ -52,7 +52,8 @@ def main() -> None:
     t = time.perf_counter()
     con = duckdb.connect()
     emb = pd.DataFrame({"paper_id": df["paper_id"], "embedding": list(vectors.astype(np.float32))})
-    con.execute("create table emb as select paper_id, embedding::FLOAT[384] as e from emb")
+    con.register("emb_frame", emb)
+    con.execute("create table emb as select paper_id, embedding::FLOAT[384] as e from emb_frame")
     con.execute(
         f"""
         create table knn as

@@ -106,6 +106,7 @@ def neighbour_scaling(n: int, seed: int = 0) -> dict:
         {"paper_id": ids, "e": pl.Series(vectors, dtype=pl.Array(pl.Float32, 384))}
     )
     con = duckdb.connect()
+    con.register("frame", frame)
     con.execute("create table emb as select * from frame")
     start = time.perf_counter()
     con.execute(
