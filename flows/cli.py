@@ -1,4 +1,4 @@
-"""The paperlake command line: run, search, versions, query."""
+"""The paperlake command line: run, validate, search, versions, query."""
 
 from __future__ import annotations
 
@@ -145,6 +145,57 @@ def run(
     print_summary(summary)
 
 
+@app.command(name="validate")
+def validate_raw(
+    paths: Annotated[list[Path], typer.Argument(help="Raw files or folders (read recursively).")],
+    min_words: Annotated[
+        int | None, typer.Option(help="Fewest words of an untitled abstract.")
+    ] = None,
+    max_words: Annotated[int | None, typer.Option(help="Most words of an abstract.")] = None,
+    fmt: Annotated[Format, typer.Option("--format", help="table, csv or json.")] = Format.table,
+) -> None:
+    """Check raw files without publishing: per file, records seen, accepted, rejected, flags."""
+    from rich.progress import Progress
+
+    from flows import ingest
+
+    settings = Settings()
+    missing = [str(p) for p in paths if not p.exists()]
+    if missing:
+        fail(f"raw input {', '.join(missing)} does not exist")
+    with Progress(console=err, transient=True) as progress:
+        task = progress.add_task("reading", total=None)
+
+        def advance(path: str, done: int, total: int) -> None:
+            progress.update(task, description=Path(path).name, completed=done, total=total)
+
+        result = ingest.ingest(
+            paths,
+            min_words=min_words or settings.min_words,
+            max_words=max_words or settings.max_words,
+            progress=advance,
+        )
+    report = ingest.file_report(result.sources)
+    if fmt != Format.table:
+        print_frame(report, fmt)
+        return
+    print_frame(report.rename({"rejected_by_rule": "rejected by rule"}), fmt, title="raw files")
+    sources = result.sources
+    out.print(
+        f"files: {sources.height}  records seen: {sources['records_seen'].sum()}  "
+        f"accepted: {sources['accepted'].sum()}  rejected: {sources['rejected'].sum()}"
+    )
+    for row in sources.iter_rows(named=True):
+        share = row["rejected"] / row["records_seen"] if row["records_seen"] else 0.0
+        if share > settings.max_reject_share:
+            out.print(
+                f"[yellow]warning:[/yellow] {row['path']} rejects {share:.0%} of its records "
+                f"(more than {settings.max_reject_share:.0%})"
+            )
+        if row["error"]:
+            out.print(f"[yellow]skipped file:[/yellow] {row['error']}")
+
+
 def print_summary(summary) -> None:
     """The end-of-run report: counts, version, data quality, seconds per stage."""
     if summary.status == "up to date":
@@ -177,27 +228,66 @@ def print_summary(summary) -> None:
         out.print(line)
 
 
+class Mode(StrEnum):
+    hybrid = "hybrid"
+    dense = "dense"
+    keyword = "keyword"
+
+
+def print_hits(hits: pl.DataFrame, fmt: Format) -> None:
+    if fmt == Format.table:
+        hits = hits.with_columns(pl.col("abstract").str.slice(0, 160) + "…")
+    print_frame(hits, fmt)
+
+
 @app.command()
 def search(
     text: Annotated[str, typer.Argument(help="What to look for, in words.")],
     k: Annotated[int, typer.Option("-k", help="Number of hits.")] = 10,
+    mode: Annotated[
+        Mode, typer.Option(help="hybrid (BM25 + dense), dense or keyword.")
+    ] = Mode.hybrid,
+    venue: Annotated[str | None, typer.Option(help="Only papers of this venue.")] = None,
+    year: Annotated[int | None, typer.Option(help="Only papers of this year.")] = None,
+    fusion: Annotated[
+        str, typer.Option(help="How hybrid mode fuses: score (scaled scores) or rrf.")
+    ] = "score",
     fmt: Annotated[Format, typer.Option("--format", help="table or json.")] = Format.table,
     warehouse: WarehouseOpt = None,
     version: VersionOpt = None,
     model: Annotated[str | None, typer.Option(help="Local model folder for queries.")] = None,
 ) -> None:
-    """Semantic search over the papers of a version."""
-    from flows.search import dense_search
+    """Search the papers of a version by meaning and by words."""
+    from flows.search import search as run_search
 
     settings = settings_for(warehouse, **({"model": model} if model else {}))
     try:
         with open_lake(settings, version) as con:
-            hits = dense_search(con, text, k, settings)
+            hits = run_search(
+                con, text, settings, k=k, mode=mode.value, venue=venue, year=year, fusion=fusion
+            )
     except (WarehouseError, ValueError) as exc:
         fail(str(exc))
-    if fmt == Format.table:
-        hits = hits.with_columns(pl.col("abstract").str.slice(0, 160) + "…")
-    print_frame(hits, fmt)
+    print_hits(hits, fmt)
+
+
+@app.command()
+def similar(
+    paper_id: Annotated[str, typer.Argument(help="A paper id of the version.")],
+    k: Annotated[int, typer.Option("-k", help="Number of hits.")] = 10,
+    fmt: Annotated[Format, typer.Option("--format", help="table or json.")] = Format.table,
+    warehouse: WarehouseOpt = None,
+    version: VersionOpt = None,
+) -> None:
+    """The papers closest in meaning to a given paper."""
+    from flows.search import similar as run_similar
+
+    try:
+        with open_lake(settings_for(warehouse), version) as con:
+            hits = run_similar(con, paper_id, k)
+    except (WarehouseError, ValueError) as exc:
+        fail(str(exc))
+    print_hits(hits, fmt)
 
 
 @app.command()
@@ -291,6 +381,25 @@ def checksum(
     if fmt == Format.table:
         out.print(f"version {number}")
     print_frame(frame, fmt)
+
+
+@app.command()
+def report(
+    warehouse: WarehouseOpt = None,
+    version: VersionOpt = None,
+    output: Annotated[
+        Path | None,
+        typer.Option("--output", "-o", help="HTML file (default: warehouse/report-v<N>.html)."),
+    ] = None,
+) -> None:
+    """Write a self-contained HTML report of a version: topics, venues, quality, changes."""
+    from flows.report import write_report
+
+    try:
+        path = write_report(settings_for(warehouse), version, output)
+    except WarehouseError as exc:
+        fail(str(exc))
+    out.print(str(path), highlight=False)
 
 
 @app.command()

@@ -572,7 +572,8 @@ def _text_head(head: bytes) -> str:
         raise IngestError("file is empty")
     if head.startswith((b"\xff\xfe", b"\xfe\xff")):
         raise IngestError("UTF-16 text; paperlake reads UTF-8")
-    if b"\x00" in head:
+    # Binary formats are full of NUL bytes; a stray one in text is a record's problem.
+    if head.count(b"\x00") > max(2, len(head) // 100):
         raise IngestError("binary content (NUL bytes), not text")
     controls = sum(1 for b in head if b < 32 and b not in b"\t\n\r\f")
     if controls > len(head) * 0.05:
@@ -1006,7 +1007,9 @@ def read_delimited(stream: IO[bytes], delimiter: str, columns: Mapping[str, str]
     """
     csv.field_size_limit(CSV_FIELD_LIMIT)
     feed = LineFeed(stream)
-    reader = csv.reader(feed, delimiter=delimiter)
+    # strict: a quote in the wrong place is an error for that row, where a lenient reader
+    # would silently run the following rows into one field.
+    reader = csv.reader(feed, delimiter=delimiter, strict=True)
     header = next(reader, [])
     if header:
         header[0] = header[0].lstrip("\ufeff")
@@ -1028,7 +1031,7 @@ def read_delimited(stream: IO[bytes], delimiter: str, columns: Mapping[str, str]
                 "read_reason": f"CSV error: {exc}",
                 "raw_snippet": snippet(b"".join(feed.raw)),
             }
-            reader = csv.reader(feed, delimiter=delimiter)
+            reader = csv.reader(feed, delimiter=delimiter, strict=True)
             continue
         if not row or (len(row) == 1 and not row[0].strip()):
             continue  # a blank line holds no record
@@ -1252,37 +1255,42 @@ def content_id(title: str | None, abstract: str) -> str:
     return hashlib.sha256(norm.encode("utf-8")).hexdigest()[:16]
 
 
-def corruption_flags(min_words: int) -> pl.Expr:
+def with_flags(accepted: pl.DataFrame, min_words: int) -> pl.DataFrame:
     """Flags for accepted abstracts that look damaged; flagged records are still accepted.
 
     missing_letter:<c>: a common letter absent from a long abstract (a lost character);
     all_lowercase: no capital letter at all; mostly_markup: half the raw text is markup;
-    short_abstract: a titled record whose abstract has fewer than `min_words` words.
+    short_abstract: a titled record whose abstract has fewer than `min_words` words;
+    plus what readers flagged (repaired_fields).
     """
-    abstract = pl.col("abstract")
-    lower = abstract.str.to_lowercase()
-    letters = abstract.str.count_matches(r"[A-Za-z]")
     raw = pl.col("abstract_raw").fill_null("")
-    raw_len = raw.str.len_chars()
-    markup = raw_len - raw.str.replace_all(MARKUP_RE, "").str.len_chars()
+    # Helper columns first: an eager frame does not share repeated subexpressions.
+    helped = accepted.with_columns(
+        _lower=pl.col("abstract").str.to_lowercase(),
+        _letters=pl.col("abstract").str.replace_all(r"[^A-Za-z]+", "").str.len_bytes(),
+        _raw_len=raw.str.len_chars(),
+        _markup=raw.str.len_chars() - raw.str.replace_all(MARKUP_RE, "").str.len_chars(),
+    )
+    letters, raw_len = pl.col("_letters"), pl.col("_raw_len")
     flags = [
-        pl.when((letters >= 200) & ~lower.str.contains(letter, literal=True)).then(
+        pl.when((letters >= 200) & ~pl.col("_lower").str.contains(letter, literal=True)).then(
             pl.lit(f"missing_letter:{letter}")
         )
         for letter in COMMON_LETTERS
     ]
     flags += [
-        pl.when((letters >= 50) & ~abstract.str.contains(r"\p{Lu}")).then(pl.lit("all_lowercase")),
-        pl.when((raw_len >= 40) & (markup * 2 >= raw_len)).then(pl.lit("mostly_markup")),
+        pl.when((letters >= 50) & ~pl.col("abstract").str.contains(r"\p{Lu}")).then(
+            pl.lit("all_lowercase")
+        ),
+        pl.when((raw_len >= 40) & (pl.col("_markup") * 2 >= raw_len)).then(pl.lit("mostly_markup")),
         pl.when(pl.col("title").is_not_null() & (pl.col("word_count") < min_words)).then(
             pl.lit("short_abstract")
         ),
     ]
-    return (
-        pl.concat_list(flags)
-        .list.drop_nulls()
-        .list.concat(pl.col("read_flags").fill_null(pl.lit([], dtype=pl.List(pl.String))))
-    )
+    read_flags = pl.col("read_flags").fill_null(pl.lit([], dtype=pl.List(pl.String)))
+    return helped.with_columns(
+        flags=pl.concat_list(flags).list.drop_nulls().list.concat(read_flags)
+    ).drop("_lower", "_letters", "_raw_len", "_markup")
 
 
 def normalise(
@@ -1368,8 +1376,7 @@ def normalise(
         raw_snippet=pl.coalesce("raw_snippet", pl.col("abstract_raw").str.slice(0, SNIPPET_CHARS)),
     )
     accepted = (
-        cleaned.filter(pl.col("rule").is_null())
-        .with_columns(flags=corruption_flags(min_words))
+        with_flags(cleaned.filter(pl.col("rule").is_null()), min_words)
         .drop("rule", "reason", "decode_error", "read_rule", "read_reason", "raw_snippet")
         .drop("read_flags")
     )

@@ -81,7 +81,10 @@ def table_frame(con: duckdb.DuckDBPyConnection, name: str) -> pl.DataFrame:
 def ingest_raw(settings: Settings) -> ingest.IngestResult:
     """Read the raw files (unchanged ones from the parse cache): records, rejects, sources."""
     return ingest.ingest(
-        settings.raw, min_words=settings.min_words, cache_dir=settings.cache_path / "parsed"
+        settings.raw,
+        min_words=settings.min_words,
+        max_words=settings.max_words,
+        cache_dir=settings.cache_path / "parsed",
     )
 
 
@@ -128,6 +131,9 @@ def validate_tables(
         for name in validate.suite_names()
     ]
     docs = validator.build_docs()
+    if docs is not None:  # the per-file ingest report sits beside the Data Docs
+        report = ingest.file_report(table_frame(con, "sources"))
+        validate.write_file_report(report, docs.parent, run_id, settings.max_reject_share)
     return pl.concat(results), docs
 
 

@@ -87,9 +87,20 @@ def suite_names(folder: Path = EXPECTATIONS_DIR) -> list[str]:
 def prepare(table: str, frame: pl.DataFrame) -> pl.DataFrame:
     """The frame a suite checks: the table plus the derived columns its suite names."""
     if table == "papers":
+        flags = pl.col("flags").list.len() if "flags" in frame.columns else pl.lit(0)
         return frame.with_columns(
-            unresolved_macro_count=pl.col("unresolved_macros").list.len()
-        ).drop("links", "authors", "keywords", "unresolved_macros", "abstract_raw")
+            unresolved_macro_count=pl.col("unresolved_macros").list.len(),
+            flag_count=flags.cast(pl.Int64),
+        ).drop(
+            "links",
+            "authors",
+            "keywords",
+            "categories",
+            "flags",
+            "unresolved_macros",
+            "abstract_raw",
+            strict=False,
+        )
     if table == "sources":
         return frame.with_columns(
             accounted=pl.col("accepted") + pl.col("rejected"),
@@ -255,3 +266,49 @@ def _merge_batches(rows: pl.DataFrame) -> pl.DataFrame:
 def blocking_failures(results: pl.DataFrame) -> pl.DataFrame:
     """The failed blocking expectations among `results`."""
     return results.filter(pl.col("blocking") & ~pl.col("success"))
+
+
+FILE_REPORT = """<!doctype html>
+<html><head><meta charset="utf-8"><title>paperlake: raw files of run {{ run_id }}</title>
+<style>
+body { font-family: sans-serif; margin: 2em; }
+table { border-collapse: collapse; } td, th { border: 1px solid #ccc; padding: 4px 8px; }
+td.n { text-align: right; } tr.warn { background: #fff3cd; } tr.error { background: #f8d7da; }
+</style></head><body>
+<h1>Raw files of run {{ run_id }}</h1>
+<p>Every record seen is either accepted or rejected. Rows in yellow reject more than
+{{ "%.0f" % (max_reject_share * 100) }}% of their records; rows in red could not be read.
+<a href="index.html">Expectation results (Data Docs)</a></p>
+<table><tr><th>file</th><th>format</th><th>seen</th><th>accepted</th><th>rejected</th>
+<th>rejected by rule</th><th>flags</th><th>error</th></tr>
+{% for r in rows %}<tr class="{{ r.css }}"><td>{{ r.path }}</td><td>{{ r.format or "" }}</td>
+<td class="n">{{ r.seen }}</td><td class="n">{{ r.accepted }}</td>
+<td class="n">{{ r.rejected }}</td>
+<td>{{ r.rejected_by_rule }}</td><td>{{ r.flags }}</td><td>{{ r.error or "" }}</td></tr>
+{% endfor %}</table></body></html>
+"""
+
+
+def write_file_report(
+    report: pl.DataFrame, folder: Path, run_id: str, max_reject_share: float
+) -> Path:
+    """The per-file ingest report (ingest.file_report) as files.html beside the Data Docs.
+
+    The Data Docs index, rebuilt by every run, gets a link to it at the top.
+    """
+    import jinja2
+
+    rows = []
+    for row in report.iter_rows(named=True):
+        share = row["rejected"] / row["seen"] if row["seen"] else 0.0
+        css = "error" if row["error"] else "warn" if share > max_reject_share else ""
+        rows.append(row | {"css": css})
+    html = jinja2.Environment(autoescape=True).from_string(FILE_REPORT)
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / "files.html"
+    path.write_text(html.render(rows=rows, run_id=run_id, max_reject_share=max_reject_share))
+    index = folder / "index.html"
+    if index.exists() and 'href="files.html"' not in (text := index.read_text()):
+        link = '<p style="margin:1em"><a href="files.html">Raw files of the latest run</a></p>'
+        index.write_text(text.replace("<body>", "<body>" + link, 1))
+    return path

@@ -7,6 +7,7 @@ import json
 from typer.testing import CliRunner
 
 from flows.cli import app
+from tests.conftest import write
 
 runner = CliRunner()
 
@@ -86,3 +87,25 @@ def test_missing_warehouse_is_a_clear_error(tmp_path):
     result = invoke("query", "select 1", "-w", tmp_path / "none")
     assert result.exit_code == 1
     assert "no warehouse at" in result.output and "paperlake run" in result.output
+
+
+def test_validate_reports_raw_files_without_a_warehouse(tmp_path):
+    abstract = " ".join(f"word{i}" for i in range(30))
+    write(tmp_path / "raw" / "rows.csv", f'id,title,abstract\na,One,"{abstract}"\nb,Two,"  "\n')
+    write(tmp_path / "raw" / "image.json", b"\x89PNG\r\n\x1a\n\x00\x00")
+    result = invoke("validate", tmp_path / "raw", "--format", "json")
+    assert result.exit_code == 0, result.output
+    rows = {r["path"].rsplit("/", 1)[-1]: r for r in json.loads(result.stdout)}
+    assert {k: (r["seen"], r["accepted"], r["rejected"]) for k, r in rows.items()} == {
+        "image.json": (0, 0, 0),
+        "rows.csv": (2, 1, 1),
+    }
+    assert rows["rows.csv"]["rejected_by_rule"] == "empty_abstract: 1"
+    assert "binary content" in rows["image.json"]["error"]
+    table = invoke("validate", tmp_path / "raw")
+    assert table.exit_code == 0
+    assert "records seen: 2  accepted: 1  rejected: 1" in table.output
+    assert "rejects 50% of its records" not in table.output  # 50% is not above the limit
+    missing = invoke("validate", tmp_path / "nothing-here")
+    assert missing.exit_code == 1
+    assert "nothing-here does not exist" in " ".join(missing.output.split())

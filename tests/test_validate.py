@@ -134,3 +134,28 @@ def test_data_docs_are_built(validator):
     index = validator.build_docs()
     assert index is not None and index.name == "index.html"
     assert "papers" in index.read_text()
+
+
+def test_file_report_page_is_linked_from_the_data_docs(validator, tmp_path):
+    from flows import ingest
+
+    sources = pl.DataFrame(
+        {
+            "path": ["a.csv", "b.json"],
+            "format": ["csv", None],
+            "records_seen": [4, 0],
+            "accepted": [1, 0],
+            "rejected": [3, 0],
+            "rejected_by_rule": ['{"empty_abstract": 3}', "{}"],
+            "flag_counts": ['{"all_lowercase": 1}', "{}"],
+            "error": [None, "b.json: binary content"],
+        }
+    )
+    index = validator.build_docs()
+    page = validate.write_file_report(ingest.file_report(sources), index.parent, "r1", 0.5)
+    text = page.read_text()
+    assert '<tr class="warn"><td>a.csv</td>' in text and "empty_abstract: 3" in text
+    assert '<tr class="error"><td>b.json</td>' in text and "all_lowercase: 1" in text
+    assert index.read_text().count('href="files.html"') == 1
+    validate.write_file_report(ingest.file_report(sources), index.parent, "r2", 0.5)
+    assert index.read_text().count('href="files.html"') == 1

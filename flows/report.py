@@ -1,0 +1,318 @@
+"""Report: one self-contained HTML page describing a published version of the corpus.
+
+Figures are gathered with the SQL in sql/report/, the paper map is a seeded PCA of the
+embeddings, and the page is rendered with jinja2 from flows/templates/report.html.j2.
+Everything (SVG charts, CSS, a few lines of JS) is inline, so the file opens offline.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import jinja2
+import numpy as np
+import polars as pl
+
+from flows.lake import WarehouseError, open_lake, published_versions, read_sql
+from flows.settings import Settings
+
+TEMPLATES_DIR = Path(__file__).resolve().parent / "templates"
+TEMPLATE = "report.html.j2"
+
+# Size of the paper map's SVG viewBox and the margin kept clear of the frame.
+MAP_WIDTH, MAP_HEIGHT, MAP_PAD = 640, 420, 18
+TOP_DUPLICATES = 20
+TOP_MENTIONS = 15
+LENGTH_BINS = 16
+
+# Tableau 10: distinct, colour-blind-friendlier hues; papers with no topic are grey.
+PALETTE = (
+    "#4e79a7",
+    "#f28e2b",
+    "#e15759",
+    "#76b7b2",
+    "#59a14f",
+    "#edc948",
+    "#b07aa1",
+    "#ff9da7",
+    "#9c755f",
+    "#bab0ac",
+)
+NO_TOPIC_COLOR = "#8a8a8a"
+
+
+@dataclass
+class Change:
+    """What changed from the previous published version to this one."""
+
+    previous: int
+    added: int
+    removed: int
+    changed: int
+    groups: list[dict[str, Any]]  # dimension, group, papers_a, papers_b, delta (delta != 0)
+    new_duplicates: int
+
+
+@dataclass
+class Figures:
+    """Every figure the report shows for one version."""
+
+    version: int
+    published_at: str
+    summary: str
+    totals: dict[str, Any]
+    run: dict[str, Any] | None
+    topics: list[dict[str, Any]]
+    points: list[dict[str, Any]]
+    explained: tuple[float, float]
+    venues: list[dict[str, Any]]
+    lengths: list[dict[str, Any]]
+    dq_by_severity: list[dict[str, Any]]
+    dq_failures: list[dict[str, Any]]
+    duplicates: list[dict[str, Any]]
+    mentions: list[dict[str, Any]] | None  # None: no mentions table at this version
+    change: Change | None = None  # None: the first published version
+    previous: int | None = None
+
+    @property
+    def dq_passed(self) -> int:
+        return sum(r["passed"] for r in self.dq_by_severity)
+
+    @property
+    def dq_failed(self) -> int:
+        return sum(r["failed"] for r in self.dq_by_severity)
+
+
+def rows(con: duckdb.DuckDBPyConnection, name: str) -> list[dict[str, Any]]:
+    """The rows of sql/report/<name>.sql as dicts."""
+    return con.execute(read_sql(f"report/{name}")).pl().to_dicts()
+
+
+def project_2d(vectors: np.ndarray, seed: int) -> tuple[np.ndarray, tuple[float, float]]:
+    """Project vectors to 2-D with PCA.
+
+    Returns:
+        an (n, 2) array and the share of variance each axis explains.
+    """
+    from sklearn.decomposition import PCA
+
+    n = vectors.shape[0]
+    # PCA needs at least as many samples as components; one or no paper is a single dot.
+    if n < 2:
+        return np.zeros((n, 2)), (0.0, 0.0)
+    # The full SVD is exact and repeatable; sklearn also fixes the sign of each axis.
+    pca = PCA(n_components=2, svd_solver="full", random_state=seed)
+    xy = pca.fit_transform(vectors.astype(np.float64))
+    ratio = pca.explained_variance_ratio_
+    return xy, (float(ratio[0]), float(ratio[1]))
+
+
+def to_viewbox(
+    xy: np.ndarray, width: int = MAP_WIDTH, height: int = MAP_HEIGHT, pad: int = MAP_PAD
+) -> np.ndarray:
+    """Scale points into an SVG viewBox, keeping the aspect ratio, y pointing up."""
+    if xy.size == 0:
+        return xy
+    lo, hi = xy.min(axis=0), xy.max(axis=0)
+    span = np.where(hi - lo > 0, hi - lo, 1.0)
+    scale = min((width - 2 * pad) / span[0], (height - 2 * pad) / span[1])
+    centre = (lo + hi) / 2
+    x = width / 2 + (xy[:, 0] - centre[0]) * scale
+    y = height / 2 - (xy[:, 1] - centre[1]) * scale
+    return np.column_stack([x, y]).round(1)
+
+
+def topic_colors(topic_ids: list[int]) -> dict[int, str]:
+    """A colour per topic, stable for a given set of topic ids."""
+    return {t: PALETTE[i % len(PALETTE)] for i, t in enumerate(sorted(topic_ids))}
+
+
+def paper_points(
+    frame: pl.DataFrame, colors: dict[int, str], seed: int
+) -> tuple[list[dict[str, Any]], tuple[float, float]]:
+    """Map points: the papers' embeddings projected to the SVG viewBox, coloured by topic.
+
+    Args:
+        frame: paper_id, topic_id, snippet, embedding (sql/report/paper_map.sql).
+    """
+    if frame.height == 0:
+        return [], (0.0, 0.0)
+    vectors = np.vstack([np.asarray(v, dtype=np.float32) for v in frame["embedding"]])
+    xy, explained = project_2d(vectors, seed)
+    xy = to_viewbox(xy)
+    points = []
+    for (x, y), row in zip(
+        xy, frame.select("paper_id", "topic_id", "snippet").iter_rows(named=True), strict=True
+    ):
+        topic = row["topic_id"]
+        points.append(
+            {
+                "paper_id": row["paper_id"],
+                "topic_id": topic,
+                "x": float(x),
+                "y": float(y),
+                "color": colors.get(topic, NO_TOPIC_COLOR),
+                "tip": f"{row['paper_id']}: {row['snippet'] or ''}…",
+            }
+        )
+    return points, explained
+
+
+def nice_width(span: float, bins: int) -> int:
+    """A round bin width (1, 2, 2.5 or 5 times a power of ten) giving about `bins` bins."""
+    raw = max(span / bins, 1.0)
+    power = 10 ** math.floor(math.log10(raw))
+    for step in (1, 2, 2.5, 5, 10):
+        if step * power >= raw:
+            return max(int(step * power), 1)
+    return int(10 * power)
+
+
+def length_histogram(word_counts: list[int], bins: int = LENGTH_BINS) -> list[dict[str, int]]:
+    """Papers per abstract-length bin of a round width; bins are [lo, hi).
+
+    Returns:
+        one dict per bin from the shortest to the longest abstract: lo, hi, papers.
+    """
+    if not word_counts:
+        return []
+    counts = np.asarray(word_counts)
+    width = nice_width(float(counts.max() - counts.min()), bins)
+    start = int(counts.min()) // width * width
+    stop = (int(counts.max()) // width + 1) * width
+    edges = np.arange(start, stop + width, width)
+    hist, _ = np.histogram(counts, bins=edges)
+    return [
+        {"lo": int(lo), "hi": int(hi), "papers": int(n)}
+        for lo, hi, n in zip(edges[:-1], edges[1:], hist, strict=True)
+    ]
+
+
+def top_mentions(con: duckdb.DuckDBPyConnection) -> list[dict[str, Any]] | None:
+    """The most-mentioned names, or None when the version has no mentions table."""
+    try:
+        return rows(con, "top_mentions")
+    except duckdb.CatalogException:
+        return None  # versions published before mentions existed
+
+
+def gather(
+    con: duckdb.DuckDBPyConnection, version: int, seed: int = 42, snapshot: dict | None = None
+) -> Figures:
+    """Every figure of the report from a connection with the version's tables in scope.
+
+    Args:
+        con: tables papers, embeddings, topics, paper_topics, venue_stats, duplicates,
+            dq_results, runs (and mentions when present) in the default schema.
+        version: the version shown; dq figures come from the run whose snapshot_id it is.
+        seed: the PCA seed.
+        snapshot: the version's catalog entry (time, summary), when known.
+    """
+    con.execute(f"set variable version = {int(version)}")
+    con.execute(f"set variable top_n = {TOP_DUPLICATES}")
+    duplicates = rows(con, "top_duplicates")
+    con.execute(f"set variable top_n = {TOP_MENTIONS}")
+    mentions = top_mentions(con)
+
+    topics = rows(con, "topic_sizes")
+    colors = topic_colors([t["topic_id"] for t in topics])
+    for topic in topics:
+        topic["color"] = colors[topic["topic_id"]]
+    points, explained = paper_points(con.execute(read_sql("report/paper_map")).pl(), colors, seed)
+    run = rows(con, "run_summary")
+    snapshot = snapshot or {}
+    return Figures(
+        version=version,
+        published_at=str(snapshot.get("time", "")),
+        summary=str(snapshot.get("summary", "")),
+        totals=rows(con, "totals")[0],
+        run=run[0] if run else None,
+        topics=topics,
+        points=points,
+        explained=explained,
+        venues=rows(con, "venue_years"),
+        lengths=length_histogram([r["word_count"] for r in rows(con, "word_counts")]),
+        dq_by_severity=rows(con, "dq_by_severity"),
+        dq_failures=rows(con, "dq_failures"),
+        duplicates=duplicates,
+        mentions=mentions,
+    )
+
+
+def change_since(settings: Settings, previous: int, version: int) -> Change:
+    """Papers added, removed and changed, and group and near-duplicate changes."""
+    from flows import history
+
+    diff = history.diff(settings, previous, version)
+    counts = diff.counts()
+    groups = diff.groups.filter(pl.col("delta") != 0).to_dicts()
+    return Change(
+        previous=previous,
+        added=counts["added"],
+        removed=counts["removed"],
+        changed=counts["changed"],
+        groups=groups,
+        new_duplicates=diff.new_duplicates.height,
+    )
+
+
+def build(settings: Settings, version: int | None = None) -> Figures:
+    """The figures of a published version (default: the latest) of the warehouse.
+
+    Raises:
+        WarehouseError: no warehouse, nothing published, or `version` is not published.
+    """
+    with open_lake(settings, version) as con:
+        published = published_versions(con)
+        if not published:
+            raise WarehouseError(f"{settings.warehouse} holds no published version yet")
+        version = version if version is not None else published[-1]
+        snapshots = con.execute(read_sql("catalog/versions")).pl()
+        entry = snapshots.filter(pl.col("version") == version).to_dicts()
+        figures = gather(con, version, settings.seed, entry[0] if entry else None)
+    earlier = [v for v in published if v < version]
+    if earlier:
+        figures.previous = earlier[-1]
+        # history.diff opens its own connection, so this one is closed first.
+        figures.change = change_since(settings, earlier[-1], version)
+    return figures
+
+
+def render(figures: Figures) -> str:
+    """The report page as HTML text."""
+    env = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(TEMPLATES_DIR),
+        autoescape=True,
+        trim_blocks=True,
+        lstrip_blocks=True,
+        undefined=jinja2.StrictUndefined,
+    )
+    return env.get_template(TEMPLATE).render(
+        f=figures,
+        map_width=MAP_WIDTH,
+        map_height=MAP_HEIGHT,
+        max_topic=max((t["papers"] for t in figures.topics), default=0),
+        max_venue=max((v["papers"] for v in figures.venues), default=0),
+        max_bin=max((b["papers"] for b in figures.lengths), default=0),
+        max_mention=max((m["papers"] for m in figures.mentions or []), default=0),
+    )
+
+
+def default_output(settings: Settings, version: int) -> Path:
+    """Where a report goes when no file is named: warehouse/report-v<N>.html."""
+    return settings.warehouse / f"report-v{version}.html"
+
+
+def write_report(
+    settings: Settings, version: int | None = None, output: Path | None = None
+) -> Path:
+    """Gather, render and write the report of a version; return the file written."""
+    figures = build(settings, version)
+    path = output or default_output(settings, figures.version)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(render(figures), encoding="utf-8")
+    return path

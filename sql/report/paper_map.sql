@@ -1,0 +1,27 @@
+-- paper_map: every embedded paper with its vector, topic and a short hover text.
+-- grain: one row per paper that has an embedding, ordered by paper_id for a stable projection.
+-- upstream: papers, embeddings, paper_topics.
+with vectors as (
+    select paper_id, embedding from embeddings
+),
+
+assigned as (
+    select paper_id, topic_id from paper_topics
+),
+
+final as (
+    select
+        papers.paper_id,
+        assigned.topic_id,
+        coalesce(
+            nullif(papers.title, ''),
+            array_to_string(string_split(papers.abstract, ' ')[1:14], ' ')
+        ) as snippet,
+        vectors.embedding
+    from papers
+    join vectors using (paper_id)
+    left join assigned using (paper_id)
+    order by papers.paper_id
+)
+
+select * from final

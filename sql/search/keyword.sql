@@ -1,0 +1,18 @@
+-- keyword search: BM25 over each paper's title and abstract (DuckDB full-text index).
+-- grain: one row per hit, best first.
+-- upstream: docs and its fts_main_docs index, in the version's search index file.
+-- parameters: $text (the query), $k (hits).
+with scored as (
+    select paper_id, fts_main_docs.match_bm25(paper_id, $text) as score
+    from docs
+),
+
+final as (
+    select paper_id, score
+    from scored
+    where score is not null
+    order by score desc, paper_id
+    limit $k
+)
+
+select * from final

@@ -1,0 +1,348 @@
+"""The corpus report: figures from a tiny explicit warehouse, the CLI, and the page in Chromium."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import duckdb
+import numpy as np
+import polars as pl
+import pytest
+from typer.testing import CliRunner
+
+from flows.cli import app
+from flows.lake import open_lake
+from flows.report import gather, length_histogram, project_2d, render, write_report
+
+CHROMIUM = Path("/usr/bin/chromium")
+CHROMIUM_ARGS = [
+    "--headless=new",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+
+runner = CliRunner()
+
+
+def words(n: int, seed: str) -> str:
+    return " ".join(f"{seed}{i}" for i in range(n))
+
+
+def tiny_tables(with_mentions: bool = True) -> dict[str, pl.DataFrame]:
+    """Four papers at version 2: two topics, two venues, one near-duplicate pair."""
+    ids = ["p1", "p2", "p3", "p4"]
+    run_1, run_2 = "run-one", "run-two"
+    tables = {
+        "papers": pl.DataFrame(
+            {
+                "paper_id": ids,
+                "venue": ["ICLR", "ICLR", "ICLR", "NeurIPS"],
+                "year": [2026, 2026, 2026, 2025],
+                "title": [None, "", "A titled paper", None],
+                "abstract": [words(100, "a"), words(120, "b"), words(130, "c"), words(250, "d")],
+                "word_count": [100, 120, 130, 250],
+            }
+        ),
+        "embeddings": pl.DataFrame(
+            {
+                "paper_id": ids,
+                "embedding": [[1.0, 0.0, 0.0], [0.9, 0.1, 0.0], [0.0, 1.0, 0.2], [0.0, 0.1, 1.0]],
+            }
+        ),
+        "topics": pl.DataFrame(
+            {
+                "topic_id": [0, 1],
+                "label": ["decoding, speed, tokens", "graphs, molecules, chemistry"],
+                "top_terms": [["decoding", "speed", "tokens"], ["graphs", "molecules"]],
+            }
+        ),
+        "paper_topics": pl.DataFrame({"paper_id": ids, "topic_id": [0, 0, 0, 1]}),
+        "venue_stats": pl.DataFrame(
+            {
+                "venue": ["ICLR", "NeurIPS"],
+                "year": [2026, 2025],
+                "papers": [3, 1],
+                "mean_words": [116.7, 250.0],
+                "papers_with_code": [1, 0],
+            }
+        ),
+        "duplicates": pl.DataFrame(
+            {
+                "paper_a": ["p1"],
+                "paper_b": ["p2"],
+                "score": [0.97],
+                "kind": ["near"],
+                "source_a": ["/raw/a.txt"],
+                "line_a": [3],
+                "source_b": ["/raw/b.txt"],
+                "line_b": [9],
+            }
+        ),
+        "runs": pl.DataFrame(
+            {
+                "run_id": [run_1, run_2],
+                "snapshot_id": [1, 2],
+                "started_at": ["2026-01-01 10:00:00", "2026-01-02 10:00:00"],
+                "dq_outcome": ["passed", "passed with warnings"],
+                "files": [1, 2],
+                "records_seen": [3, 4],
+                "accepted": [3, 4],
+                "rejected": [0, 0],
+            }
+        ).with_columns(pl.col("started_at").str.to_datetime()),
+        # Run one's results must not count for version 2.
+        "dq_results": pl.DataFrame(
+            {
+                "run_id": [run_1, run_2, run_2, run_2, run_2],
+                "suite": ["papers", "papers", "papers", "topics", "papers"],
+                "expectation": ["e1", "e1", "e2", "e3", "e4"],
+                "column_name": ["c", "c", "abstract", None, "flag_count"],
+                "severity": ["critical", "critical", "critical", "warning", "warning"],
+                "success": [False, True, True, True, False],
+                "unexpected_count": [5, 0, 0, 0, 2],
+                "unexpected_ids": [[], [], [], [], ["p3", "p4"]],
+                "observed_value": pl.Series([None] * 5, dtype=pl.String),
+            }
+        ),
+    }
+    if with_mentions:
+        tables["mentions"] = pl.DataFrame(
+            {
+                "paper_id": ["p1", "p1", "p2", "p3", "p3"],
+                "kind": ["benchmark", "benchmark", "benchmark", "dataset", "benchmark"],
+                "name": ["GSM8K", "GSM8K", "GSM8K", "ImageNet", "MMLU"],
+                "value": pl.Series([None] * 5, dtype=pl.String),
+                "context": ["x", "y", "z", "w", "v"],
+            }
+        )
+    return tables
+
+
+def tiny_connection(with_mentions: bool = True) -> duckdb.DuckDBPyConnection:
+    con = duckdb.connect()
+    for name, frame in tiny_tables(with_mentions).items():
+        con.register("frame", frame)
+        con.execute(f"create table {name} as select * from frame")
+        con.unregister("frame")
+    return con
+
+
+def metrics(html: str, name: str) -> list[str]:
+    """The text of every element carrying data-metric="name" (simple, flat elements)."""
+    return re.findall(rf'data-metric="{name}"[^>]*>([^<]*)<', html)
+
+
+def test_gather_tiny_warehouse():
+    with tiny_connection() as con:
+        figures = gather(con, version=2, seed=7)
+        again = gather(con, version=2, seed=7)
+    assert figures.version == 2
+    assert figures.totals == {
+        "papers": 4,
+        "venues": 2,
+        "median_words": 125.0,
+        "embedded": 4,
+        "topics": 2,
+        "duplicates": 1,
+    }
+    assert [(t["topic_id"], t["papers"]) for t in figures.topics] == [(0, 3), (1, 1)]
+    assert [(v["venue"], v["year"], v["papers"]) for v in figures.venues] == [
+        ("ICLR", 2026, 3),
+        ("NeurIPS", 2025, 1),
+    ]
+    assert figures.dq_by_severity == [
+        {"severity": "critical", "passed": 2, "failed": 0},
+        {"severity": "warning", "passed": 1, "failed": 1},
+    ]
+    assert (figures.dq_passed, figures.dq_failed) == (3, 1)
+    assert [(r["expectation"], r["sample_ids"]) for r in figures.dq_failures] == [("e4", "p3, p4")]
+    assert figures.run["run_id"] == "run-two"
+    assert figures.duplicates == [
+        {
+            "paper_a": "p1",
+            "paper_b": "p2",
+            "score": pytest.approx(0.97),
+            "kind": "near",
+            "location_a": "a.txt:3",
+            "location_b": "b.txt:9",
+        }
+    ]
+    # GSM8K: three mentions in two distinct papers.
+    assert [(m["name"], m["papers"], m["mentions"]) for m in figures.mentions] == [
+        ("GSM8K", 2, 3),
+        ("ImageNet", 1, 1),
+        ("MMLU", 1, 1),
+    ]
+    assert [(b["lo"], b["papers"]) for b in figures.lengths if b["papers"]] == [
+        (100, 1),
+        (120, 1),
+        (130, 1),
+        (250, 1),
+    ]
+    assert [p["paper_id"] for p in figures.points] == ["p1", "p2", "p3", "p4"]
+    assert figures.points == again.points  # the projection is deterministic
+    tips = {p["paper_id"]: p["tip"] for p in figures.points}
+    assert tips["p3"] == "p3: A titled paper…"
+    assert tips["p1"].startswith("p1: a0 a1 a2")
+
+    html = render(figures)
+    assert metrics(html, "version") == ["2"]
+    assert metrics(html, "papers") == ["4"]
+    assert (metrics(html, "dq-passed"), metrics(html, "dq-failed")) == (["3"], ["1"])
+    assert metrics(html, "duplicates") == ["1"]
+    assert re.findall(r'data-metric="topic-papers" data-topic="(\d+)">(\d+)<', html) == [
+        ("0", "3"),
+        ("1", "1"),
+    ]
+    assert metrics(html, "mention-papers") == ["2", "1", "1"]
+    assert html.count("<circle") == 4
+    assert "first version" in html  # no change figures were attached
+
+
+def test_report_without_mentions_table_says_so():
+    with tiny_connection(with_mentions=False) as con:
+        figures = gather(con, version=2)
+    assert figures.mentions is None
+    assert "No mentions table in this version." in render(figures)
+
+
+def test_length_histogram_uses_round_bins():
+    assert length_histogram([]) == []
+    bins = length_histogram([3, 7, 7, 18], bins=4)
+    assert bins == [
+        {"lo": 0, "hi": 5, "papers": 1},
+        {"lo": 5, "hi": 10, "papers": 2},
+        {"lo": 10, "hi": 15, "papers": 0},
+        {"lo": 15, "hi": 20, "papers": 1},
+    ]
+
+
+def test_projection_of_one_paper_is_a_point():
+    xy, explained = project_2d(np.ones((1, 4), dtype=np.float32), seed=1)
+    assert xy.shape == (1, 2) and explained == (0.0, 0.0)
+
+
+def test_cli_report_writes_the_default_file(sample_run):
+    warehouse = sample_run.settings.warehouse
+    result = runner.invoke(app, ["report", "-w", str(warehouse)])
+    path = warehouse / "report-v1.html"
+    try:
+        assert result.exit_code == 0, result.output
+        assert result.output.strip() == str(path)
+        html = path.read_text()
+        assert "This is the first version" in html
+        assert "No mentions table in this version." in html or "mention-papers" in html
+    finally:
+        path.unlink(missing_ok=True)
+
+
+def test_cli_report_of_an_unknown_version_fails(sample_run):
+    result = runner.invoke(app, ["report", "-w", str(sample_run.settings.warehouse), "-v", "99"])
+    assert result.exit_code == 1
+    assert "version 99 is not a published version (published: 1)" in result.output
+
+
+def test_cli_report_without_a_warehouse_fails(tmp_path):
+    result = runner.invoke(app, ["report", "-w", str(tmp_path / "none")])
+    assert result.exit_code == 1 and "no warehouse at" in result.output
+
+
+@pytest.fixture(scope="module")
+def chromium():
+    """The system Chromium driven by Playwright (never a downloaded browser)."""
+    if not CHROMIUM.exists():
+        pytest.skip(f"{CHROMIUM} is missing: install Debian's chromium to run browser tests")
+    sync_api = pytest.importorskip("playwright.sync_api")
+    with sync_api.sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+        yield browser
+        browser.close()
+
+
+def warehouse_figures(settings) -> dict:
+    """The numbers the report must show, straight from the warehouse with SQL."""
+    with open_lake(settings, 1) as con:
+
+        def one(sql: str):
+            return con.execute(sql).fetchone()[0]
+
+        dq = con.execute(
+            "select count(*) filter (where success), count(*) filter (where not success) "
+            "from dq_results join runs using (run_id) where runs.snapshot_id = 1"
+        ).fetchone()
+        return {
+            "papers": one("select count(*) from papers"),
+            "embedded": one("select count(*) from embeddings"),
+            "duplicates": one("select count(*) from duplicates"),
+            "topics": dict(
+                con.execute("select topic_id, count(*) from paper_topics group by 1").fetchall()
+            ),
+            "venues": {
+                (venue, year): n
+                for venue, year, n in con.execute(
+                    "select venue, year, count(*) from papers group by all"
+                ).fetchall()
+            },
+            "dq": dq,
+        }
+
+
+def test_report_in_chromium_matches_the_warehouse(chromium, sample_run, tmp_path):
+    path = write_report(sample_run.settings, None, tmp_path / "report.html")
+    expected = warehouse_figures(sample_run.settings)
+
+    page = chromium.new_page(viewport={"width": 1280, "height": 900})
+    errors: list[str] = []
+    requests: list[str] = []
+    page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+    page.on("pageerror", lambda exc: errors.append(str(exc)))
+
+    def only_the_file(route):
+        # The page must be self-contained: anything but the file itself is refused and noted.
+        if route.request.url.startswith("file://"):
+            route.continue_()
+        else:
+            requests.append(route.request.url)
+            route.abort()
+
+    page.route("**/*", only_the_file)
+    page.goto(path.resolve().as_uri(), wait_until="load")
+    shown = page.eval_on_selector_all(
+        "[data-metric]",
+        "els => els.map(e => ({metric: e.dataset.metric, text: e.textContent.trim(),"
+        " topic: e.dataset.topic, venue: e.dataset.venue, year: e.dataset.year}))",
+    )
+
+    def values(metric: str) -> list[dict]:
+        return [s for s in shown if s["metric"] == metric]
+
+    def single(metric: str) -> int:
+        (item,) = values(metric)
+        return int(item["text"])
+
+    assert single("version") == 1
+    assert single("papers") == expected["papers"] == 38
+    assert single("duplicates") == expected["duplicates"]
+    assert (single("dq-passed"), single("dq-failed")) == expected["dq"]
+    assert expected["dq"][0] > 0
+    assert {int(s["topic"]): int(s["text"]) for s in values("topic-papers")} == expected["topics"]
+    assert {
+        (s["venue"], int(s["year"])): int(s["text"]) for s in values("venue-papers")
+    } == expected["venues"]
+    assert page.locator("#paper-map circle").count() == expected["embedded"]
+    assert page.locator("#paper-map circle title").first.text_content().count(":") >= 1
+    assert "first version" in page.locator("#changes").inner_text()
+
+    # The legend's script runs: hovering a topic focuses the map on it.
+    page.hover(".legend li >> nth=0")
+    assert "focus" in page.get_attribute("#paper-map", "class")
+
+    assert errors == []
+    assert requests == []
+    page.close()
