@@ -13,8 +13,19 @@ from flows.settings import SQL_DIR
 
 BLOCK_ROWS = 2048
 TOPIC_TERMS = 8
+SILHOUETTE_SAMPLE = 2000
+TOPIC_MATCH_MIN = 0.9  # centroid cosine at which a topic counts as the same topic
 # Tables built by sql/<name>.sql, in dependency order.
-SQL_TABLES = ("neighbors", "duplicates", "topic_terms", "topics", "venue_stats", "source_stats")
+SQL_TABLES = (
+    "neighbors",
+    "duplicates",
+    "topic_terms",
+    "topics",
+    "topic_stats",
+    "mentions",
+    "venue_stats",
+    "source_stats",
+)
 
 
 def vectors_of(embeddings: pl.DataFrame, ids: pl.Series) -> np.ndarray:
@@ -82,29 +93,91 @@ def nearest(
     return frame(top_parts), frame(pair_parts)
 
 
-def choose_topic_count(n: int, requested: int | None) -> int:
-    """The number of topics: as requested, else about sqrt(n / 2), within [1, n]."""
+def choose_topic_count(vectors: np.ndarray, requested: int | None, seed: int) -> int:
+    """The number of topics: as requested, else the best silhouette near sqrt(n / 2).
+
+    Candidates run from 0.75x to 2x the rule of thumb; each is clustered on a sample of
+    at most SILHOUETTE_SAMPLE papers and scored by cosine silhouette.
+    """
+    from sklearn.cluster import KMeans
+    from sklearn.metrics import silhouette_score
+
+    n = len(vectors)
     if n == 0:
         return 0
     if requested:
         return max(1, min(requested, n))
-    return max(1, min(n, round(math.sqrt(n / 2))))
+    guess = max(1, round(math.sqrt(n / 2)))
+    candidates = sorted({round(guess * f) for f in (0.75, 1, 1.5, 2)} & set(range(2, n)))
+    if n < 8 or len(candidates) < 2:
+        return min(guess, n)
+    rng = np.random.default_rng(seed)
+    sample = vectors[np.sort(rng.choice(n, size=min(n, SILHOUETTE_SAMPLE), replace=False))]
+    scores = {}
+    for k in candidates:
+        labels = KMeans(n_clusters=k, random_state=seed, n_init=2).fit_predict(sample)
+        scores[k] = silhouette_score(sample, labels, metric="cosine")
+    return max(candidates, key=lambda k: (round(scores[k], 4), -k))
+
+
+def match_topics(centroids: np.ndarray, previous: dict[int, np.ndarray]) -> dict[int, int]:
+    """Cluster index -> the previous version's topic id, for clusters that persist.
+
+    A cluster persists when the one-to-one assignment that maximises total centroid
+    similarity pairs it with an old topic at cosine >= TOPIC_MATCH_MIN.
+    """
+    from scipy.optimize import linear_sum_assignment
+
+    if not previous or len(centroids) == 0:
+        return {}
+    old_ids = sorted(previous)
+    old = np.stack([previous[i] for i in old_ids])
+    old = old / np.linalg.norm(old, axis=1, keepdims=True)
+    sims = centroids @ old.T
+    rows, cols = linear_sum_assignment(-sims)
+    return {
+        int(r): old_ids[c] for r, c in zip(rows, cols, strict=True) if sims[r, c] >= TOPIC_MATCH_MIN
+    }
 
 
 def cluster_topics(
-    ids: list[str], vectors: np.ndarray, n_topics: int | None, seed: int
-) -> pl.DataFrame:
-    """Seeded k-means over unit vectors: paper_id, topic_id, cosine distance to its centroid.
+    ids: list[str],
+    vectors: np.ndarray,
+    n_topics: int | None,
+    seed: int,
+    previous: dict[int, np.ndarray] | None = None,
+) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """Seeded k-means over unit vectors.
 
-    Topic ids are numbered by size (0 is the largest), ties by smallest member id.
+    Topic ids persist across versions: a cluster whose centroid matches a topic of the
+    previous version keeps that topic's id; other clusters take new ids, larger first.
+
+    Returns:
+        paper_topics (paper_id, topic_id, cosine distance to the centroid) and
+        topic_centroids (topic_id, centroid).
     """
     from sklearn.cluster import KMeans
 
-    k = choose_topic_count(len(ids), n_topics)
     schema = {"paper_id": pl.String, "topic_id": pl.Int32, "distance": pl.Float64}
-    if k == 0:
-        return pl.DataFrame(schema=schema)
-    model = KMeans(n_clusters=k, random_state=seed, n_init=4).fit(vectors.astype(np.float64))
+    centroid_schema = {"topic_id": pl.Int32, "centroid": pl.List(pl.Float32)}
+    if len(ids) == 0:
+        return pl.DataFrame(schema=schema), pl.DataFrame(schema=centroid_schema)
+    data = vectors.astype(np.float64)
+    guess = max(1, round(math.sqrt(len(ids) / 2)))
+    if (
+        previous
+        and n_topics is None
+        and len(ids) > len(previous)
+        and guess / 2 <= len(previous) <= 2 * guess
+    ):
+        # The corpus grew or changed a little: start from last version's topics, so that
+        # topics persist instead of being re-drawn from scratch.
+        init = np.stack([previous[t] for t in sorted(previous)]).astype(np.float64)
+        model = KMeans(n_clusters=len(init), init=init, n_init=1, random_state=seed).fit(data)
+    else:
+        k = choose_topic_count(vectors, n_topics, seed)
+        model = KMeans(n_clusters=k, random_state=seed, n_init=4).fit(data)
+    k = model.n_clusters
     centroids = model.cluster_centers_ / np.linalg.norm(
         model.cluster_centers_, axis=1, keepdims=True
     )
@@ -113,14 +186,33 @@ def cluster_topics(
     raw = pl.DataFrame(
         {"paper_id": ids, "cluster": labels.astype(np.int32), "distance": distance.round(6)}
     )
-    renumber = (
+    kept = match_topics(centroids, previous or {})
+    next_id = max(previous, default=-1) + 1 if previous else 0
+    by_size = (
         raw.group_by("cluster")
         .agg(size=pl.len(), first=pl.col("paper_id").min())
-        .sort(["size", "first"], descending=[True, False])
-        .with_row_index("topic_id")
-        .select(pl.col("topic_id").cast(pl.Int32), "cluster")
+        .sort(["size", "first"], descending=[True, False])["cluster"]
+        .to_list()
     )
-    return raw.join(renumber, on="cluster").select(list(schema)).sort("paper_id")
+    topic_of: dict[int, int] = {}
+    for cluster in by_size:
+        if cluster in kept:
+            topic_of[cluster] = kept[cluster]
+        else:
+            topic_of[cluster], next_id = next_id, next_id + 1
+    mapping = pl.DataFrame(
+        {"cluster": list(topic_of), "topic_id": list(topic_of.values())},
+        schema={"cluster": pl.Int32, "topic_id": pl.Int32},
+    )
+    assignments = raw.join(mapping, on="cluster").select(list(schema)).sort("paper_id")
+    topic_centroids = pl.DataFrame(
+        {
+            "topic_id": [topic_of[c] for c in range(k)],
+            "centroid": pl.Series(centroids.astype(np.float32).tolist(), dtype=pl.List(pl.Float32)),
+        },
+        schema=centroid_schema,
+    ).sort("topic_id")
+    return assignments, topic_centroids
 
 
 def stopwords() -> pl.DataFrame:
@@ -132,6 +224,12 @@ def stopwords() -> pl.DataFrame:
     return pl.DataFrame({"word": sorted(ENGLISH_STOP_WORDS | set(academic))})
 
 
+def mention_vocabulary() -> pl.DataFrame:
+    """Benchmarks, datasets and metrics to look for: sql/seeds/mentions.csv (name, kind,
+    RE2 pattern); extend the file to track more."""
+    return pl.read_csv(SQL_DIR / "seeds" / "mentions.csv", infer_schema=False)
+
+
 def build_aggregates(
     con: duckdb.DuckDBPyConnection,
     papers: pl.DataFrame,
@@ -140,8 +238,12 @@ def build_aggregates(
     threshold: float,
     n_topics: int | None,
     seed: int,
+    previous_topics: dict[int, np.ndarray] | None = None,
 ) -> dict[str, int]:
     """Build the derived tables in `con` (which already holds papers, sources, paper_sources).
+
+    Args:
+        previous_topics: topic id -> centroid of the previous version, to keep ids stable.
 
     Returns:
         row count per table built.
@@ -149,12 +251,14 @@ def build_aggregates(
     ids = papers["paper_id"].sort().to_list()
     vectors = vectors_of(embeddings, pl.Series(ids))
     candidates, pairs = nearest(ids, vectors, k, threshold)
-    assignments = cluster_topics(ids, vectors, n_topics, seed)
+    assignments, centroids = cluster_topics(ids, vectors, n_topics, seed, previous_topics)
     for name, frame in (
         ("neighbor_candidates", candidates),
         ("similar_pairs", pairs),
         ("paper_topics", assignments),
+        ("topic_centroids", centroids),
         ("stopwords", stopwords()),
+        ("mention_vocabulary", mention_vocabulary()),
     ):
         con.register(f"{name}_frame", frame)
         con.execute(f"create or replace table {name} as select * from {name}_frame")
@@ -166,5 +270,8 @@ def build_aggregates(
     for table in SQL_TABLES:
         con.execute(f"create or replace table {table} as {read_sql(table)}")
         counts[table] = con.execute(f"select count(*) from {table}").fetchone()[0]
-    con.execute("drop table neighbor_candidates; drop table similar_pairs; drop table stopwords")
+    for scratch in (
+        "neighbor_candidates", "similar_pairs", "topic_centroids", "stopwords", "mention_vocabulary"
+    ):  # fmt: skip
+        con.execute(f"drop table {scratch}")
     return counts

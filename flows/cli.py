@@ -307,7 +307,10 @@ def versions(
 
 @app.command()
 def query(
-    sql: Annotated[str, typer.Argument(help="SQL over the version's tables.")],
+    sql: Annotated[str | None, typer.Argument(help="SQL over the version's tables.")] = None,
+    file: Annotated[
+        Path | None, typer.Option("--file", "-f", help="Read the SQL from this file.")
+    ] = None,
     fmt: Annotated[Format, typer.Option("--format", help="table, csv or json.")] = Format.table,
     warehouse: WarehouseOpt = None,
     version: VersionOpt = None,
@@ -315,6 +318,12 @@ def query(
     """Run SQL with a version's tables in scope (papers, embeddings, topics, ...)."""
     import duckdb
 
+    if (sql is None) == (file is None):
+        fail("give the SQL as an argument or with --file, not both")
+    if file is not None:
+        if not file.is_file():
+            fail(f"no SQL file {file}")
+        sql = file.read_text()
     settings = settings_for(warehouse)
     try:
         with open_lake(settings, version) as con:

@@ -18,6 +18,7 @@ from flows.settings import Settings, configure_environment
 configure_environment()
 
 import duckdb  # noqa: E402
+import numpy as np  # noqa: E402
 import polars as pl  # noqa: E402
 from prefect import flow, task  # noqa: E402
 from prefect.cache_policies import NO_CACHE  # noqa: E402
@@ -108,7 +109,11 @@ def aggregate_papers(
     embeddings: pl.DataFrame,
     settings: Settings,
 ) -> dict[str, int]:
-    """Neighbours, near-duplicates, topics and stats in the staging database."""
+    """Neighbours, near-duplicates, topics, mentions and stats in the staging database."""
+    previous = {
+        topic: np.asarray(centroid, dtype=np.float32)
+        for topic, centroid in publish.previous_topics(settings).items()
+    }
     return aggregate.build_aggregates(
         con,
         papers,
@@ -117,6 +122,7 @@ def aggregate_papers(
         threshold=settings.duplicate_threshold,
         n_topics=settings.n_topics,
         seed=settings.seed,
+        previous_topics=previous,
     )
 
 

@@ -37,6 +37,8 @@ TABLE_KEYS: dict[str, tuple[str, ...]] = {
     "paper_topics": ("paper_id",),
     "topics": ("topic_id",),
     "topic_terms": ("topic_id", "term"),
+    "topic_stats": ("topic_id", "venue", "year"),
+    "mentions": ("paper_id", "kind", "name"),
     "venue_stats": ("venue", "year"),
     "source_stats": ("source_path",),
 }
@@ -94,6 +96,24 @@ def latest_published(settings: Settings) -> tuple[int, str] | None:
         return con.execute(
             "select snapshot_id, fingerprint from runs order by snapshot_id desc limit 1"
         ).fetchone()
+    finally:
+        con.close()
+
+
+def previous_topics(settings: Settings) -> dict[int, list[float]]:
+    """Topic id -> centroid in the latest version, so that the next one keeps the ids."""
+    if not settings.catalog_path.exists():
+        return {}
+    con = connect()
+    try:
+        attach(con, settings, read_only=True)
+        if not table_exists(con, "topics"):
+            return {}
+        columns = {r[0] for r in con.execute("describe topics").fetchall()}
+        if "centroid" not in columns:
+            return {}
+        rows = con.execute("select topic_id, centroid from topics where centroid is not null")
+        return dict(rows.fetchall())
     finally:
         con.close()
 

@@ -6,7 +6,7 @@ import numpy as np
 import polars as pl
 
 from flows import aggregate
-from flows.lake import connect
+from flows.lake import connect, read_sql
 
 
 def unit(rows):
@@ -53,15 +53,63 @@ def test_nearest_on_random_vectors_matches_brute_force(monkeypatch):
 
 
 def test_topics_are_seeded_and_numbered_by_size():
-    first = aggregate.cluster_topics(IDS, VECTORS, n_topics=3, seed=7)
-    again = aggregate.cluster_topics(IDS, VECTORS, n_topics=3, seed=7)
+    first, centroids = aggregate.cluster_topics(IDS, VECTORS, n_topics=3, seed=7)
+    again, _ = aggregate.cluster_topics(IDS, VECTORS, n_topics=3, seed=7)
     assert first.equals(again)
     topic = dict(first.select("paper_id", "topic_id").rows())
     assert topic["a"] == topic["b"] and topic["c"] == topic["d"]
     assert len({topic["a"], topic["c"], topic["e"]}) == 3
     assert topic["e"] == 2  # the single-paper topic is the smallest
-    assert aggregate.choose_topic_count(38, None) == 4
-    assert aggregate.choose_topic_count(3, 10) == 3
+    assert centroids["topic_id"].to_list() == [0, 1, 2]
+    assert aggregate.choose_topic_count(VECTORS, 10, seed=7) == 5  # no more topics than papers
+    assert aggregate.choose_topic_count(VECTORS, None, seed=7) == 2  # sqrt(5 / 2), small n
+
+
+def test_topic_ids_persist_across_versions():
+    _, centroids = aggregate.cluster_topics(IDS, VECTORS, n_topics=3, seed=7)
+    previous = {t: np.asarray(c, dtype=np.float32) for t, c in centroids.iter_rows()}
+    # Relabel the old topics 10, 11, 12: the same clusters must come back with those ids.
+    renamed = {t + 10: c for t, c in previous.items()}
+    more = unit(np.vstack([VECTORS, [[0.98, 0.12, 0.01]]]))
+    topics, _ = aggregate.cluster_topics([*IDS, "f"], more, n_topics=3, seed=99, previous=renamed)
+    topic = dict(topics.select("paper_id", "topic_id").rows())
+    assert topic["f"] == topic["a"] == topic["b"]
+    assert sorted(set(topic.values())) == [10, 11, 12]
+    # A cluster that matches no old topic takes a fresh id above the old ones.
+    assert aggregate.match_topics(
+        unit([[0, 0, 1.0], [1.0, 1.0, 0]]), {7: np.array([0, 0, 1.0])}
+    ) == {0: 7}
+
+
+def test_mentions_with_reported_numbers():
+    con = connect()
+    papers = pl.DataFrame(
+        {
+            "paper_id": ["p1", "p2"],
+            "abstract": [
+                "On ImageNet 256x256 we reach a state-of-the-art FID of 1.02 and beat CIFAR-100.",
+                "We report pass@1 on HumanEval and accuracy = 91.5% on GSM8K; code is released.",
+            ],
+            "links": [[], [{"url": "https://github.com/a/b", "kind": "code"}]],
+        }
+    )
+    con.register("papers_frame", papers)
+    con.execute("create table papers as select * from papers_frame")
+    vocabulary = aggregate.mention_vocabulary()
+    con.register("vocabulary_frame", vocabulary)
+    con.execute("create table mention_vocabulary as select * from vocabulary_frame")
+    rows = con.execute(read_sql("mentions")).fetchall()
+    found = {(r[0], r[1], r[2]): r[3] for r in rows}
+    assert found == {
+        ("p1", "dataset", "ImageNet"): None,
+        ("p1", "dataset", "CIFAR-100"): None,
+        ("p1", "metric", "FID"): "1.02",
+        ("p2", "benchmark", "HumanEval"): None,
+        ("p2", "benchmark", "GSM8K"): None,
+        ("p2", "metric", "pass@k"): None,
+        ("p2", "metric", "accuracy"): "91.5%",
+        ("p2", "code", "https://github.com/a/b"): None,
+    }
 
 
 def test_derived_tables_in_sql():

@@ -1,6 +1,7 @@
 -- group_changes: papers per venue/year and per topic at two versions, side by side.
 -- grain: one row per (dimension, group) present at either version.
 -- upstream: papers, paper_topics, topics at getvariable('version_a') and ('version_b').
+-- A topic is named by its id and its label at the newer version.
 with venues_a as (
     select venue || ' ' || coalesce(year::varchar, '?') as grp, count(*) as papers
     from papers at (version => getvariable('version_a'))
@@ -14,14 +15,14 @@ venues_b as (
 ),
 
 topics_a as (
-    select t.label as grp, count(*) as papers
+    select pt.topic_id, any_value(t.label) as label, count(*) as papers
     from paper_topics as pt at (version => getvariable('version_a'))
     join topics as t at (version => getvariable('version_a')) using (topic_id)
     group by all
 ),
 
 topics_b as (
-    select t.label as grp, count(*) as papers
+    select pt.topic_id, any_value(t.label) as label, count(*) as papers
     from paper_topics as pt at (version => getvariable('version_b'))
     join topics as t at (version => getvariable('version_b')) using (topic_id)
     group by all
@@ -32,9 +33,14 @@ venues as (
     from venues_a as a full join venues_b as b using (grp)
 ),
 
+-- Topic ids persist across versions where a topic does, so topics pair up by id.
 topics as (
-    select 'topic' as dimension, grp, a.papers as papers_a, b.papers as papers_b
-    from topics_a as a full join topics_b as b using (grp)
+    select
+        'topic' as dimension,
+        coalesce(b.topic_id, a.topic_id) || ': ' || coalesce(b.label, a.label) as grp,
+        a.papers as papers_a,
+        b.papers as papers_b
+    from topics_a as a full join topics_b as b using (topic_id)
 ),
 
 final as (
