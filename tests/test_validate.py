@@ -49,6 +49,7 @@ def test_every_table_suite_is_a_json_file_named_after_its_table():
     assert names == [
         "duplicates",
         "embeddings",
+        "mentions",
         "neighbors",
         "paper_topics",
         "papers",
