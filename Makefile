@@ -4,7 +4,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 BENCH_N ?= 1000
 
-.PHONY: run test lint format bench clean
+.PHONY: run test lint format bench bench-scaling bench-search bench-memory clean
 
 $(STAMP): pyproject.toml
 	python3 -m venv $(VENV)
@@ -29,8 +29,21 @@ format: $(STAMP)
 	$(VENV)/bin/ruff check --fix flows tests bench
 	$(VENV)/bin/ruff format flows tests bench
 
+# Side by side with the hand-written baseline: cold, warm, incremental, fp32 agreement.
 bench: $(STAMP)
 	$(PY) bench/run.py --n $(BENCH_N)
 
+# Neighbour stage alone at BENCH_N and 10 x BENCH_N, paperlake against the SQL self-join.
+bench-scaling: $(STAMP)
+	$(PY) bench/run.py --scaling --n $(BENCH_N)
+
+# Title -> own-abstract recall@1 on the ICLR 2017 OpenReview export (../shared/corpora).
+bench-search: $(STAMP)
+	$(PY) bench/search_recall.py
+
+# Peak memory while ingesting a generated 500 MB JSON Lines file.
+bench-memory: $(STAMP)
+	$(PY) bench/ingest_memory.py
+
 clean:
-	rm -rf warehouse/catalog.ducklake* warehouse/data warehouse/dq warehouse/gx
+	rm -rf warehouse/catalog.ducklake* warehouse/data warehouse/dq warehouse/gx warehouse/cache
