@@ -230,6 +230,16 @@ def mention_vocabulary() -> pl.DataFrame:
     return pl.read_csv(SQL_DIR / "seeds" / "mentions.csv", infer_schema=False)
 
 
+def stage_vocabulary(con: duckdb.DuckDBPyConnection) -> None:
+    """Put the mention vocabulary in `con`, with all its patterns as one alternation."""
+    vocabulary = mention_vocabulary()
+    con.register("vocabulary_frame", vocabulary)
+    con.execute("create or replace table mention_vocabulary as select * from vocabulary_frame")
+    con.unregister("vocabulary_frame")
+    alternation = "|".join(f"(?:{pattern})" for pattern in vocabulary["pattern"])
+    con.execute("set variable mention_pattern = ?", [alternation])
+
+
 def build_aggregates(
     con: duckdb.DuckDBPyConnection,
     papers: pl.DataFrame,
@@ -258,7 +268,6 @@ def build_aggregates(
         ("paper_topics", assignments),
         ("topic_centroids", centroids),
         ("stopwords", stopwords()),
-        ("mention_vocabulary", mention_vocabulary()),
     ):
         con.register(f"{name}_frame", frame)
         con.execute(f"create or replace table {name} as select * from {name}_frame")
@@ -266,6 +275,7 @@ def build_aggregates(
     con.execute(f"set variable neighbors_k = {int(k)}")
     con.execute(f"set variable duplicate_threshold = {float(threshold)}")
     con.execute(f"set variable topic_terms = {TOPIC_TERMS}")
+    stage_vocabulary(con)
     counts = {"paper_topics": assignments.height}
     for table in SQL_TABLES:
         con.execute(f"create or replace table {table} as {read_sql(table)}")

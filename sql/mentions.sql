@@ -2,27 +2,52 @@
 -- grain: one row per (paper_id, kind, name); a metric carries the number reported next to
 -- it where one follows ("FID of 1.02").
 -- upstream: papers, mention_vocabulary (sql/seeds/mentions.csv: name, kind, RE2 pattern).
-with named as (
+-- getvariable('mention_pattern') is every pattern in one alternation: one pass over each
+-- abstract finds all candidate names, instead of one pass per pattern.
+with found as (
+    select distinct
+        paper_id,
+        unnest(regexp_extract_all(abstract, getvariable('mention_pattern'))) as token
+    from papers
+),
+
+tokens as (
+    select distinct token from found
+),
+
+token_names as (
+    select tokens.token, vocabulary.name, vocabulary.kind, vocabulary.pattern
+    from tokens
+    join mention_vocabulary as vocabulary
+        on regexp_full_match(tokens.token, vocabulary.pattern)
+),
+
+named as (
+    select distinct found.paper_id, token_names.kind, token_names.name, token_names.pattern
+    from found
+    join token_names using (token)
+),
+
+described as (
     select
-        papers.paper_id,
-        vocabulary.kind,
-        vocabulary.name,
+        named.paper_id,
+        named.kind,
+        named.name,
         case
-            when vocabulary.kind = 'metric' then nullif(
+            when named.kind = 'metric' then nullif(
                 regexp_extract(
                     papers.abstract,
-                    '(?:' || vocabulary.pattern || ')\s*(?:score\s+)?(?:of|=|:|at|to|is)?\s*'
+                    '(?:' || named.pattern || ')\s*(?:score\s+)?(?:of|=|:|at|to|is)?\s*'
                     || '([0-9]+(?:\.[0-9]+)?%?)',
                     1
                 ),
                 ''
             )
         end as value,
-        regexp_extract(papers.abstract, '.{0,60}(?:' || vocabulary.pattern || ').{0,60}', 0)
+        regexp_extract(papers.abstract, '.{0,60}(?:' || named.pattern || ').{0,60}', 0)
             as context
-    from papers
-    join mention_vocabulary as vocabulary
-        on regexp_matches(papers.abstract, vocabulary.pattern)
+    from named
+    join papers using (paper_id)
 ),
 
 linked as (
@@ -37,7 +62,7 @@ linked as (
 ),
 
 final as (
-    select * from named
+    select * from described
     union all
     select * from linked
 )

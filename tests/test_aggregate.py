@@ -95,9 +95,7 @@ def test_mentions_with_reported_numbers():
     )
     con.register("papers_frame", papers)
     con.execute("create table papers as select * from papers_frame")
-    vocabulary = aggregate.mention_vocabulary()
-    con.register("vocabulary_frame", vocabulary)
-    con.execute("create table mention_vocabulary as select * from vocabulary_frame")
+    aggregate.stage_vocabulary(con)
     rows = con.execute(read_sql("mentions")).fetchall()
     found = {(r[0], r[1], r[2]): r[3] for r in rows}
     assert found == {
