@@ -229,6 +229,22 @@ class EmbedResult:
     computed: int
     reused: int
     info: ModelInfo
+    agreement: dict | None = None  # reduced precision against fp32, on a sample
+
+
+AGREEMENT_SAMPLE = 8
+
+
+def agreement_with_fp32(texts: list[str], vectors: np.ndarray, model: str, device: str) -> dict:
+    """Cosine of vectors made at reduced precision to fp32 vectors of the same texts."""
+    exact = encode(texts, model, batch_size=len(texts), device=device, precision="fp32",
+                   show_progress=False)  # fmt: skip
+    cosine = np.sum(vectors * exact, axis=1)
+    return {
+        "sample": len(texts),
+        "mean_cosine": round(float(cosine.mean()), 6),
+        "min_cosine": round(float(cosine.min()), 6),
+    }
 
 
 def embed_papers(
@@ -265,4 +281,17 @@ def embed_papers(
         dim=pl.lit(info.dim, dtype=pl.Int32),
         embedding="embedding",
     )
-    return EmbedResult(table, computed=todo.height, reused=papers.height - todo.height, info=info)
+    agreement = None
+    if info.precision != "fp32" and todo.height:
+        # Every run that encodes at reduced precision checks a few texts against fp32.
+        pick = np.linspace(0, todo.height - 1, min(AGREEMENT_SAMPLE, todo.height)).astype(int)
+        agreement = agreement_with_fp32(
+            [todo["text"][int(i)] for i in pick], vectors[pick], model, device
+        )
+    return EmbedResult(
+        table,
+        computed=todo.height,
+        reused=papers.height - todo.height,
+        info=info,
+        agreement=agreement,
+    )

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from typer.testing import CliRunner
 
@@ -44,6 +46,21 @@ def test_sample_run_publishes_version_1(sample_run):
     assert labels and all(len(label.split(", ")) == 3 for label in labels)
     runs = con.execute("select snapshot_id, papers, dq_outcome, model_id from runs").fetchall()
     assert runs == [(1, 38, "passed", "sentence-transformers/all-MiniLM-L6-v2")]
+    precision, agreement = con.execute("select precision, agreement_with_fp32 from runs").fetchone()
+    if precision != "fp32":  # bf16 where the CPU has it: a sample checked against fp32
+        check = json.loads(agreement)
+        assert check["sample"] == 8 and check["min_cosine"] >= 0.999
+    extra = json.loads(
+        con.execute(
+            "select commit_extra_info from lake.snapshots() where snapshot_id = 1"
+        ).fetchone()[0]
+    )
+    assert extra["model"]["precision"] == precision
+    assert sorted(extra["inputs"]) == [
+        str(SAMPLE_RAW / "000_891c899881bf48af.txt"),
+        str(SAMPLE_RAW / "003_1f2bd0aed823d1af.txt"),
+    ]
+    assert extra["counts"]["papers"] == 38 and "embed" in extra["stage_seconds"]
     outcomes = con.execute(
         "select count(*), count(distinct suite), bool_and(success or not blocking) from dq_results"
     ).fetchone()
