@@ -155,20 +155,13 @@ def validate_raw(
     fmt: Annotated[Format, typer.Option("--format", help="table, csv or json.")] = Format.table,
 ) -> None:
     """Check raw files without publishing: per file, records seen, accepted, rejected, flags."""
-    from rich.progress import Progress
-
     from flows import ingest
 
     settings = Settings()
     missing = [str(p) for p in paths if not p.exists()]
     if missing:
         fail(f"raw input {', '.join(missing)} does not exist")
-    with Progress(console=err, transient=True) as progress:
-        task = progress.add_task("reading", total=None)
-
-        def advance(path: str, done: int, total: int) -> None:
-            progress.update(task, description=Path(path).name, completed=done, total=total)
-
+    with ingest.reading_progress() as advance:
         result = ingest.ingest(
             paths,
             min_words=min_words or settings.min_words,

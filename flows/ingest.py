@@ -29,7 +29,7 @@ import tomllib
 import zlib
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from contextlib import ExitStack
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
@@ -1760,3 +1760,26 @@ def file_report(sources: pl.DataFrame) -> pl.DataFrame:
         flags=pl.col("flag_counts").map_elements(counts, return_dtype=pl.String),
         error="error",
     )
+
+
+@contextmanager
+def reading_progress(show: bool = True) -> Iterator[Progress]:
+    """A transient progress bar of bytes read per file, as a callback for ingest()."""
+    from rich.console import Console
+    from rich.progress import BarColumn, DownloadColumn
+    from rich.progress import Progress as Bar
+
+    with Bar(
+        "[progress.description]{task.description}",
+        BarColumn(),
+        DownloadColumn(),
+        console=Console(stderr=True),
+        transient=True,
+        disable=not show,
+    ) as bar:
+        task = bar.add_task("reading", total=None)
+
+        def advance(path: str, done: int, total: int) -> None:
+            bar.update(task, description=Path(path).name, completed=done, total=total)
+
+        yield advance

@@ -81,12 +81,14 @@ def table_frame(con: duckdb.DuckDBPyConnection, name: str) -> pl.DataFrame:
 @task(name="ingest_raw", cache_policy=NO_CACHE)
 def ingest_raw(settings: Settings) -> ingest.IngestResult:
     """Read the raw files (unchanged ones from the parse cache): records, rejects, sources."""
-    return ingest.ingest(
-        settings.raw,
-        min_words=settings.min_words,
-        max_words=settings.max_words,
-        cache_dir=settings.cache_path / "parsed",
-    )
+    with ingest.reading_progress() as advance:
+        return ingest.ingest(
+            settings.raw,
+            min_words=settings.min_words,
+            max_words=settings.max_words,
+            cache_dir=settings.cache_path / "parsed",
+            progress=advance,
+        )
 
 
 @task(name="embed_papers", cache_policy=NO_CACHE)
