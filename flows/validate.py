@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import shutil
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,6 +21,7 @@ from flows.settings import EXPECTATIONS_DIR
 os.environ.setdefault("GX_ANALYTICS_ENABLED", "False")
 
 BATCH_ROWS = 200_000
+KEEP_RESULTS = 30  # stored results per suite that the Data Docs show
 SAMPLE_IDS = 20
 DQ_SCHEMA = {
     "run_id": pl.String,
@@ -228,13 +230,26 @@ class Validator:
         return rows
 
     def build_docs(self) -> Path | None:
-        """Rebuild the HTML Data Docs; returns the index page."""
+        """Rebuild the HTML Data Docs over the latest runs; returns the index page."""
+        self.prune_results()
         self.context.build_data_docs()
         for site in self.context.get_docs_sites_urls():
             url = site.get("site_url") or ""
             if url.startswith("file://"):
                 return Path(url.removeprefix("file://"))
         return None
+
+    def prune_results(self, keep: int = KEEP_RESULTS) -> int:
+        """Drop all but each suite's `keep` latest stored results, so that building the
+        Data Docs does not slow down run after run (dq_results keeps every outcome)."""
+        root = Path(self.context.root_directory) / "uncommitted" / "validations"
+        removed = 0
+        for suite in (p for p in root.glob("*") if p.is_dir()):
+            runs = sorted(p for p in suite.glob("*/*") if p.is_dir())
+            for old in runs[:-keep] if keep else runs:
+                shutil.rmtree(old)
+                removed += 1
+        return removed
 
 
 def _merge_batches(rows: pl.DataFrame) -> pl.DataFrame:

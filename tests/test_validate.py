@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import polars as pl
 import pytest
@@ -160,3 +161,12 @@ def test_file_report_page_is_linked_from_the_data_docs(validator, tmp_path):
     assert index.read_text().count('href="files.html"') == 1
     validate.write_file_report(ingest.file_report(sources), index.parent, "r2", 0.5)
     assert index.read_text().count('href="files.html"') == 1
+
+
+def test_old_results_are_pruned_before_the_docs_are_built(validator):
+    for _ in range(3):
+        validator.validate("papers", papers(), PARAMS)
+    root = Path(validator.context.root_directory) / "uncommitted" / "validations" / "papers"
+    assert len(list(root.glob("*/*"))) >= 3
+    validator.prune_results(keep=2)
+    assert len(list(root.glob("*/*"))) == 2
