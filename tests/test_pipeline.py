@@ -154,3 +154,19 @@ def test_second_version_changes_only_what_changed(prefect_server, raw_copy, tmp_
     old = open_lake(Settings(warehouse=warehouse), version=1)
     assert old.execute("select count(*) from papers").fetchone() == (38,)
     assert old.execute("select count(*) from sources").fetchone() == (2,)
+
+
+def test_flow_run_leaves_summary_and_data_quality_artifacts(sample_run):
+    from prefect.client.orchestration import get_client
+    from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterKey
+
+    with get_client(sync_client=True) as client:
+        summaries = client.read_artifacts(
+            artifact_filter=ArtifactFilter(key=ArtifactFilterKey(any_=["paperlake-run-summary"]))
+        )
+        tables = client.read_artifacts(
+            artifact_filter=ArtifactFilter(key=ArtifactFilterKey(any_=["paperlake-data-quality"]))
+        )
+    run_id = sample_run.summary.run_id[:8]
+    assert any(f"paperlake run {run_id}: published" in (a.data or "") for a in summaries)
+    assert tables and all(a.type == "table" for a in tables)
