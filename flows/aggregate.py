@@ -35,7 +35,9 @@ def vectors_of(embeddings: pl.DataFrame, ids: pl.Series) -> np.ndarray:
     )
     if ordered["embedding"].null_count():
         raise ValueError("some papers have no embedding")
-    dim = len(ordered["embedding"][0]) if ordered.height else 0
+    if ordered.height == 0:
+        return np.zeros((0, 0), dtype=np.float32)
+    dim = len(ordered["embedding"][0])
     return ordered["embedding"].cast(pl.Array(pl.Float32, dim)).to_numpy().astype(np.float32)
 
 
@@ -259,7 +261,7 @@ def build_aggregates(
         row count per table built.
     """
     ids = papers["paper_id"].sort().to_list()
-    vectors = vectors_of(embeddings, pl.Series(ids))
+    vectors = vectors_of(embeddings, pl.Series(ids, dtype=pl.String))
     candidates, pairs = nearest(ids, vectors, k, threshold)
     assignments, centroids = cluster_topics(ids, vectors, n_topics, seed, previous_topics)
     for name, frame in (

@@ -106,6 +106,9 @@ def run(
         )
         if v is not None
     }
+    missing = [str(p) for p in overrides.get("raw", settings.raw) if not Path(p).exists()]
+    if missing:
+        fail(f"raw input {', '.join(missing)} does not exist")
     # Checked before any flow run starts: a run with nothing to do costs only file hashing.
     if not force:
         try:

@@ -328,7 +328,15 @@ def prefect_api(settings: Settings) -> Iterator[None]:
                 raise RuntimeError("the temporary Prefect server did not start within 120 s")
             time.sleep(0.1)
         with temporary_settings(updates={PREFECT_API_URL: url}):
-            yield
+            try:
+                yield
+            finally:
+                # Logs and events still queued must reach the server before it stops.
+                from prefect.events.worker import EventsWorker
+                from prefect.logging.handlers import APILogWorker
+
+                APILogWorker.drain_all(timeout=10)
+                EventsWorker.drain_all(timeout=10)
     finally:
         server.terminate()
         try:

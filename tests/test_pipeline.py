@@ -170,3 +170,15 @@ def test_flow_run_leaves_summary_and_data_quality_artifacts(sample_run):
     run_id = sample_run.summary.run_id[:8]
     assert any(f"paperlake run {run_id}: published" in (a.data or "") for a in summaries)
     assert tables and all(a.type == "table" for a in tables)
+
+
+def test_run_with_nothing_usable_reports_everything_and_does_not_crash(prefect_server, tmp_path):
+    raw = tmp_path / "raw"
+    write(raw / "data.json", bytes(range(256)) * 8)
+    write(raw / "short.txt", "ICLR 2026 Papers\n\nToo short to be an abstract.\n")
+    summary = paperlake(raw=[str(raw)], warehouse=str(tmp_path / "warehouse"))
+    assert (summary.version, summary.papers, summary.records_seen, summary.rejected) == (1, 0, 1, 1)
+    assert summary.file_errors == [f"{raw / 'data.json'}: binary content (control bytes), not text"]
+    with open_lake(Settings(warehouse=tmp_path / "warehouse")) as con:
+        assert con.execute("select count(*) from papers").fetchone() == (0,)
+        assert con.execute("select rule, line from rejects").fetchall() == [("too_short", 3)]
