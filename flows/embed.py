@@ -48,14 +48,30 @@ def model_path(model: str) -> Path:
 
 
 def weights_sha256(path: Path) -> str:
-    """sha256 over the model's weight files, in name order."""
-    digest = hashlib.sha256()
+    """sha256 over the model's weight files, in name order.
+
+    The CLI's up-to-date check, the model load and the flow's own check all ask for it in
+    one run; the digest is kept per process for as long as the files' sizes and modification
+    times stay the same.
+    """
     files = sorted(
         p for p in path.rglob("*") if p.suffix in (".safetensors", ".bin", ".pt", ".onnx")
     )
-    for file in files:
-        digest.update(file.relative_to(path).as_posix().encode())
-        with file.open("rb") as handle:
+    stamp = tuple((f.relative_to(path).as_posix(), *_size_and_mtime(f)) for f in files)
+    return _digest_files(path, stamp)
+
+
+def _size_and_mtime(file: Path) -> tuple[int, int]:
+    stat = file.stat()
+    return stat.st_size, stat.st_mtime_ns
+
+
+@lru_cache(maxsize=8)
+def _digest_files(root: Path, stamp: tuple[tuple[str, int, int], ...]) -> str:
+    digest = hashlib.sha256()
+    for name, _, _ in stamp:
+        digest.update(name.encode())
+        with (root / name).open("rb") as handle:
             while chunk := handle.read(1 << 22):
                 digest.update(chunk)
     return digest.hexdigest()

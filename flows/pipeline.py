@@ -350,7 +350,7 @@ def run_pipeline(settings: Settings, force: bool = False) -> RunSummary:
     """Hold the warehouse lock and build a version unless the latest one is current."""
     summary = RunSummary(run_id=str(uuid.uuid4()))
     with run_lock(settings):
-        fingerprint, _, weights = publish.current_fingerprint(settings)
+        fingerprint = publish.current_fingerprint(settings)
         latest = publish.latest_published(settings)
         if latest and latest[1] == fingerprint and not force:
             summary.version, summary.status = latest[0], "up to date"

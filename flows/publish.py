@@ -70,18 +70,13 @@ def fingerprint(settings: Settings, inputs: dict[str, str], weights_sha256: str)
     return hashlib.sha256(json.dumps(spec, sort_keys=True).encode()).hexdigest()
 
 
-def current_fingerprint(settings: Settings) -> tuple[str, dict[str, str], str]:
-    """The fingerprint a run would have now, from file hashes and the model's weights.
-
-    Returns:
-        fingerprint, inputs (path -> sha256), model weights sha256.
-    """
+def current_fingerprint(settings: Settings) -> str:
+    """The fingerprint a run would have now, from file hashes and the model's weights."""
     from flows.embed import model_path, weights_sha256
     from flows.ingest import discover, file_digest
 
     inputs = {str(p): file_digest(p)[0] for p in discover(settings.raw)}
-    weights = weights_sha256(model_path(settings.model))
-    return fingerprint(settings, inputs, weights), inputs, weights
+    return fingerprint(settings, inputs, weights_sha256(model_path(settings.model)))
 
 
 def latest_published(settings: Settings) -> tuple[int, str] | None:
@@ -123,7 +118,7 @@ def up_to_date(settings: Settings) -> int | None:
     latest = latest_published(settings)
     if latest is None:
         return None
-    return latest[0] if latest[1] == current_fingerprint(settings)[0] else None
+    return latest[0] if latest[1] == current_fingerprint(settings) else None
 
 
 def table_exists(con: duckdb.DuckDBPyConnection, name: str) -> bool:
