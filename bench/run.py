@@ -4,7 +4,9 @@ Generates a deterministic corpus of N abstracts (real sentences from data/raw re
 then times, each as its own process: the baseline (bench/baseline.py), paperlake cold
 (new warehouse), warm (nothing changed) and incremental (+1% new abstracts). Prints ratios,
 embedding throughput, seconds per stage, peak RSS and the agreement of paperlake's vectors
-with fp32. `--scaling` times the neighbour stage alone at N and 10 N for both.
+with fp32. `--scaling` times the neighbour stage alone at N and 10 N: paperlake's exact
+and HNSW methods (with HNSW's recall) and the baseline's self-join, on paperlake's own
+vectors of the bench abstracts (computed once, kept in bench/out/).
 """
 
 from __future__ import annotations
@@ -93,24 +95,47 @@ def agreement(warehouse: Path, sample: int, seed: int = 0) -> dict:
     }
 
 
-def neighbour_scaling(n: int, seed: int = 0, baseline: bool = True) -> dict:
-    """Seconds of paperlake's neighbour stage and of the baseline's SQL self-join at n."""
+def bench_vectors(n: int) -> np.ndarray:
+    """paperlake's vectors of the first n bench abstracts, computed once and kept in bench/out."""
+    from flows import embed
+
+    out = ROOT / "bench" / "out"
+    for path in sorted(out.glob("vectors-*.npy")):
+        if int(path.stem.split("-")[1]) >= n:
+            return np.load(path, mmap_mode="r")[:n]
+    out.mkdir(exist_ok=True)
+    vectors = embed.encode(abstracts(n))
+    np.save(out / f"vectors-{n}.npy", vectors)
+    return vectors
+
+
+def recall_at(found, truth) -> float:
+    pairs = set(found.select("paper_id", "neighbor_id").rows())
+    expected = set(truth.select("paper_id", "neighbor_id").rows())
+    return len(pairs & expected) / len(expected)
+
+
+def neighbour_scaling(n: int, vectors: np.ndarray, baseline: bool = True) -> dict:
+    """Seconds of the neighbour stage, each method, and of the baseline's SQL self-join at n."""
     import duckdb
     import polars as pl
 
     from flows.aggregate import nearest
 
-    vectors = np.random.default_rng(seed).normal(size=(n, 384)).astype(np.float32)
-    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+    vectors = np.ascontiguousarray(vectors[:n], dtype=np.float32)
     ids = [f"p{i:07d}" for i in range(n)]
-    nearest(ids[:100], vectors[:100], 10, 0.95)  # warm-up: torch's first call pays its start-up
-    start = time.perf_counter()
-    nearest(ids, vectors, 10, 0.95)
-    ours = time.perf_counter() - start
+    row: dict = {"n": n}
+    found = {}
+    for method in ("exact", "hnsw"):
+        nearest(ids[:100], vectors[:100], 10, 0.95, method)  # warm-up: first calls load code
+        start = time.perf_counter()
+        found[method], _ = nearest(ids, vectors, 10, 0.95, method)
+        row[f"{method}_seconds"] = time.perf_counter() - start
+    row["hnsw_recall_at_10"] = recall_at(found["hnsw"], found["exact"])
     if not baseline:
-        return {"n": n, "paperlake_seconds": ours}
+        return row
     frame = pl.DataFrame(
-        {"paper_id": ids, "e": pl.Series(vectors, dtype=pl.Array(pl.Float32, 384))}
+        {"paper_id": ids, "e": pl.Series(vectors, dtype=pl.Array(pl.Float32, vectors.shape[1]))}
     )
     con = duckdb.connect()
     con.register("frame", frame)
@@ -122,7 +147,27 @@ def neighbour_scaling(n: int, seed: int = 0, baseline: bool = True) -> dict:
         "on a.paper_id <> b.paper_id "
         "qualify row_number() over (partition by a.paper_id order by score desc) <= 10"
     )
-    return {"n": n, "paperlake_seconds": ours, "baseline_seconds": time.perf_counter() - start}
+    row["baseline_seconds"] = time.perf_counter() - start
+    return row
+
+
+def scaling_report(small: dict, large: dict) -> str:
+    lines = [f"neighbour stage, {small['n']} -> {large['n']} bench abstracts (paperlake's vectors)"]
+    names = {
+        "exact": "paperlake exact (auto below 20,000)",
+        "hnsw": "paperlake HNSW (auto above 20,000)",
+        "baseline": "baseline SQL self-join",
+    }
+    for key, label in names.items():
+        if f"{key}_seconds" not in small:
+            continue
+        a, b = small[f"{key}_seconds"], large[f"{key}_seconds"]
+        lines.append(f"  {label:<38} {a:8.3f} s -> {b:8.3f} s  ({b / a:5.1f}x)")
+    lines.append(
+        f"  HNSW recall@10 against exact: {small['hnsw_recall_at_10']:.4f} at {small['n']}, "
+        f"{large['hnsw_recall_at_10']:.4f} at {large['n']}"
+    )
+    return "\n".join(lines)
 
 
 def main() -> None:
@@ -135,19 +180,11 @@ def main() -> None:
     args = parser.parse_args()
 
     if args.scaling:
+        vectors = bench_vectors(10 * args.n)
         with_baseline = not args.skip_baseline
-        rows = [neighbour_scaling(n, baseline=with_baseline) for n in (args.n, 10 * args.n)]
-        small, large = rows
+        rows = [neighbour_scaling(n, vectors, with_baseline) for n in (args.n, 10 * args.n)]
         print(json.dumps(rows, indent=2))
-        if not with_baseline:
-            return
-        print(
-            f"neighbour stage {args.n} -> {10 * args.n}: paperlake "
-            f"{small['paperlake_seconds']:.2f} s -> {large['paperlake_seconds']:.2f} s "
-            f"({large['paperlake_seconds'] / small['paperlake_seconds']:.0f}x); baseline "
-            f"{small['baseline_seconds']:.1f} s -> {large['baseline_seconds']:.1f} s "
-            f"({large['baseline_seconds'] / small['baseline_seconds']:.0f}x)"
-        )
+        print(scaling_report(*rows))
         return
 
     work = args.work or Path(tempfile.mkdtemp(prefix="paperlake-bench-"))

@@ -125,6 +125,8 @@ def aggregate_papers(
         n_topics=settings.n_topics,
         seed=settings.seed,
         previous_topics=previous,
+        neighbors_method=settings.neighbors_method,
+        exact_neighbors_max=settings.exact_neighbors_max,
     )
 
 
@@ -220,6 +222,7 @@ def paperlake(
     precision: str | None = None,
     device: str | None = None,
     neighbors_k: int | None = None,
+    neighbors_method: str | None = None,
     duplicate_threshold: float | None = None,
     n_topics: int | None = None,
     seed: int | None = None,
@@ -240,6 +243,7 @@ def paperlake(
         "precision": precision,
         "device": device,
         "neighbors_k": neighbors_k,
+        "neighbors_method": neighbors_method,
         "duplicate_threshold": duplicate_threshold,
         "n_topics": n_topics,
         "seed": seed,

@@ -50,6 +50,8 @@ class Settings:
     precision: str = "auto"  # auto | bf16 | fp32
     device: str = "auto"  # auto | cpu | cuda
     neighbors_k: int = 10
+    neighbors_method: str = "auto"  # auto | exact | hnsw
+    exact_neighbors_max: int = 20_000  # auto: exact up to this many papers, HNSW above
     duplicate_threshold: float = 0.95
     n_topics: int | None = None  # None: chosen from the data
     seed: int = 42
@@ -62,6 +64,10 @@ class Settings:
         object.__setattr__(self, "raw", tuple(Path(p) for p in self.raw))
         if self.precision not in ("auto", "bf16", "fp32"):
             raise ValueError(f"precision must be auto, bf16 or fp32, not {self.precision!r}")
+        if self.neighbors_method not in ("auto", "exact", "hnsw"):
+            raise ValueError(
+                f"neighbors_method must be auto, exact or hnsw, not {self.neighbors_method!r}"
+            )
         if not 0 < self.duplicate_threshold <= 1:
             raise ValueError("duplicate_threshold must be in (0, 1]")
 

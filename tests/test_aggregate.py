@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import polars as pl
+import pytest
 
 from flows import aggregate
 from flows.lake import connect, read_sql
@@ -50,6 +51,56 @@ def test_nearest_on_random_vectors_matches_brute_force(monkeypatch):
     for i, pid in enumerate(ids):
         got = top.filter(pl.col("paper_id") == pid).sort("score", descending=True)
         assert got["neighbor_id"].to_list() == [ids[j] for j in expected[i]]
+
+
+def clustered(n, dim=32, centres=20, seed=0):
+    """Unit vectors around a few centres, shaped like embeddings of related abstracts."""
+    rng = np.random.default_rng(seed)
+    centre = rng.normal(size=(centres, dim))
+    return unit(centre[rng.integers(0, centres, n)] + 0.6 * rng.normal(size=(n, dim)))
+
+
+def test_hnsw_neighbours_agree_with_exact_and_are_repeatable():
+    vectors = clustered(600)
+    ids = [f"p{i:03d}" for i in range(600)]
+    exact, exact_pairs = aggregate.nearest(ids, vectors, k=10, threshold=0.9, method="exact")
+    graph, graph_pairs = aggregate.nearest(ids, vectors, k=10, threshold=0.9, method="hnsw")
+    assert graph.filter(pl.col("paper_id") == pl.col("neighbor_id")).height == 0
+    assert graph.group_by("paper_id").len()["len"].unique().to_list() == [10]
+    found = set(graph.select("paper_id", "neighbor_id").rows())
+    truth = set(exact.select("paper_id", "neighbor_id").rows())
+    assert len(found & truth) / len(truth) >= 0.98
+    # Scores are true cosines of the pairs found, not graph estimates.
+    joined = graph.join(exact, on=["paper_id", "neighbor_id"], suffix="_exact")
+    assert np.allclose(joined["score"], joined["score_exact"], atol=1e-5)
+    pair = {tuple(sorted(r)) for r in graph_pairs.select("paper_id", "neighbor_id").rows()}
+    assert pair == {tuple(sorted(r)) for r in exact_pairs.select("paper_id", "neighbor_id").rows()}
+    again, _ = aggregate.nearest(ids, vectors, k=10, threshold=0.9, method="hnsw")
+    assert again.equals(graph)
+
+
+def test_hnsw_finds_every_pair_of_a_crowded_paper(monkeypatch):
+    """A paper with more near-duplicates than the graph returns is checked exactly."""
+    monkeypatch.setattr(aggregate, "PAIR_CANDIDATES", 4)
+    rng = np.random.default_rng(1)
+    base = rng.normal(size=16)
+    copies = unit(base + 0.01 * rng.normal(size=(9, 16)))  # nine papers, all pairs ~1.0
+    vectors = np.vstack([copies, clustered(50, dim=16, seed=2)])
+    ids = [f"p{i:02d}" for i in range(len(vectors))]
+    _, pairs = aggregate.nearest(ids, vectors, k=3, threshold=0.99, method="hnsw")
+    found = {tuple(sorted(r)) for r in pairs.select("paper_id", "neighbor_id").rows()}
+    assert {(ids[i], ids[j]) for i in range(9) for j in range(i + 1, 9)} <= found
+    assert len(found) == 36
+
+
+def test_auto_method_switches_to_hnsw_above_the_exact_limit():
+    assert aggregate.neighbor_method("auto", 20_000, 20_000) == "exact"
+    assert aggregate.neighbor_method("auto", 20_001, 20_000) == "hnsw"
+    assert aggregate.neighbor_method("exact", 10**6, 20_000) == "exact"
+    with pytest.raises(ValueError, match="neighbour method must be one of auto, exact, hnsw"):
+        aggregate.neighbor_method("annoy", 10, 20_000)
+    top, pairs = aggregate.nearest([], np.zeros((0, 8), np.float32), 5, 0.9, method="hnsw")
+    assert top.height == pairs.height == 0
 
 
 def test_topics_are_seeded_and_numbered_by_size():
