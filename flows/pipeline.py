@@ -20,7 +20,7 @@ configure_environment()
 import duckdb  # noqa: E402
 import numpy as np  # noqa: E402
 import polars as pl  # noqa: E402
-from prefect import flow, get_run_logger, task  # noqa: E402
+from prefect import flow, task  # noqa: E402
 from prefect.cache_policies import NO_CACHE  # noqa: E402
 
 from flows import aggregate, embed, ingest, publish, validate  # noqa: E402
@@ -135,20 +135,16 @@ def validate_tables(
     con: duckdb.DuckDBPyConnection, settings: Settings, run_id: str, parameters: dict
 ) -> tuple[pl.DataFrame, Path | None]:
     """Run every suite in expectations/ on its staged table; build the Data Docs."""
-    root = settings.warehouse / "gx"
-    tables = {name: table_frame(con, name) for name in validate.suite_names()}
-    results = docs = None
-    if worker := _validation_workers.get(root):
-        try:
-            results, docs = worker.validate_tables(run_id, tables, parameters)
-        except RuntimeError as exc:
-            get_run_logger().warning(f"{exc}; validating in this process instead")
-    if results is None:
-        results, docs = validate.validate_tables(root, run_id, tables, parameters)
+    validator = validate.Validator(settings.warehouse / "gx", run_id)
+    results = [
+        validator.validate(name, table_frame(con, name), parameters)
+        for name in validate.suite_names()
+    ]
+    docs = validator.build_docs()
     if docs is not None:  # the per-file ingest report sits beside the Data Docs
-        report = ingest.file_report(tables["sources"])
+        report = ingest.file_report(table_frame(con, "sources"))
         validate.write_file_report(report, docs.parent, run_id, settings.max_reject_share)
-    return results, docs
+    return pl.concat(results), docs
 
 
 @task(name="publish_snapshot", cache_policy=NO_CACHE)
@@ -272,10 +268,6 @@ IDLE_SERVER_SERVICES = (
 )
 
 
-# Validation workers started by prefect_api, by Great Expectations root.
-_validation_workers: dict[Path, validate.ValidationWorker] = {}
-
-
 def _free_port() -> int:
     import socket
 
@@ -286,26 +278,7 @@ def _free_port() -> int:
 
 @contextmanager
 def prefect_api(settings: Settings) -> Iterator[None]:
-    """A Prefect API for one run, with the slow imports of the run done side by side.
-
-    The validation worker (Great Expectations) and the Prefect server each start in their
-    own process while this one loads the model; on two cores this saves the seconds that
-    each import would otherwise add in turn. Both stop when the run ends.
-    """
-    root = settings.warehouse / "gx"
-    worker = validate.ValidationWorker(root)
-    _validation_workers[root] = worker
-    try:
-        with _prefect_server(settings):
-            yield
-    finally:
-        _validation_workers.pop(root, None)
-        worker.close()
-
-
-@contextmanager
-def _prefect_server(settings: Settings) -> Iterator[None]:
-    """The Prefect API, with the model loaded while it starts.
+    """A Prefect API for one run, with the model loaded while it starts.
 
     With PREFECT_API_URL set, that server is used. Otherwise a temporary local server is
     started the way Prefect starts its own (uvicorn on Prefect's app factory), but in the

@@ -6,7 +6,6 @@ failure stops the publish. Results become dq_results rows and HTML Data Docs.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import logging
 import os
@@ -251,79 +250,6 @@ class Validator:
                 shutil.rmtree(old)
                 removed += 1
         return removed
-
-
-def validate_tables(
-    root: Path, run_id: str, tables: dict[str, pl.DataFrame], parameters: dict
-) -> tuple[pl.DataFrame, Path | None]:
-    """Every suite on its table, then the Data Docs: (dq_results rows, Data Docs index)."""
-    validator = Validator(root, run_id)
-    results = [validator.validate(name, tables[name], parameters) for name in suite_names()]
-    return pl.concat(results), validator.build_docs()
-
-
-class ValidationWorker:
-    """validate_tables in a separate process, started before it is needed.
-
-    Importing Great Expectations takes seconds of one core. A run starts the worker
-    next to the model load, so that the import happens on the other core instead of
-    in the middle of the run.
-    """
-
-    def __init__(self, root: Path):
-        import multiprocessing
-
-        spawn = multiprocessing.get_context("spawn")
-        self.root = root
-        self.conn, child = spawn.Pipe()
-        self.process = spawn.Process(
-            target=_serve_validation, args=(child,), name="paperlake-validate", daemon=True
-        )
-        self.process.start()
-        child.close()
-
-    def validate_tables(
-        self, run_id: str, tables: dict[str, pl.DataFrame], parameters: dict
-    ) -> tuple[pl.DataFrame, Path | None]:
-        """As validate_tables; raises RuntimeError when the worker fails or has died."""
-        try:
-            self.conn.send((self.root, run_id, tables, parameters))
-            status, payload, docs = self.conn.recv()
-        except (EOFError, OSError) as exc:
-            raise RuntimeError(f"the validation worker stopped ({exc!r})") from exc
-        if status != "ok":
-            raise RuntimeError(f"the validation worker failed:\n{payload}")
-        return payload, docs
-
-    def close(self) -> None:
-        with contextlib.suppress(OSError):  # a worker that died has closed its end
-            self.conn.send(None)
-        self.process.join(timeout=10)
-        if self.process.is_alive():
-            self.process.kill()
-            self.process.join()
-        self.conn.close()
-
-
-def _serve_validation(conn) -> None:
-    import traceback
-
-    _quiet_gx()
-    import great_expectations  # noqa: F401 - the slow import, done before the first request
-
-    while (request := conn.recv()) is not None:
-        try:
-            conn.send(("ok", *validate_tables(*request)))
-        except Exception:  # noqa: BLE001 - reported to the parent, which decides
-            conn.send(("error", traceback.format_exc(), None))
-    conn.close()
-    # Skip the interpreter teardown, which takes about a second with Great Expectations
-    # loaded and would hold up the end of the run; multiprocessing's own finalizers (which
-    # release the semaphores that libraries made) still run.
-    from multiprocessing import util
-
-    util._exit_function()
-    os._exit(0)
 
 
 def _merge_batches(rows: pl.DataFrame) -> pl.DataFrame:

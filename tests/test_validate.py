@@ -170,29 +170,3 @@ def test_old_results_are_pruned_before_the_docs_are_built(validator):
     assert len(list(root.glob("*/*"))) >= 3
     validator.prune_results(keep=2)
     assert len(list(root.glob("*/*"))) == 2
-
-
-def test_validation_worker_matches_validation_in_process(sample_run, tmp_path):
-    from flows.lake import open_lake
-
-    with open_lake(sample_run.settings) as con:
-        tables = {n: con.execute(f"select * from {n}").pl() for n in validate.suite_names()}
-    params = PARAMS | {"model_dim": 384, "papers": tables["papers"].height}
-    here, here_docs = validate.validate_tables(tmp_path / "here", "run-1", tables, params)
-    worker = validate.ValidationWorker(tmp_path / "worker")
-    try:
-        there, there_docs = worker.validate_tables("run-1", tables, params)
-        assert there.equals(here)
-        assert there.height == here.height > 30 and there["success"].all()
-        assert there_docs == tmp_path / "worker" / here_docs.relative_to(tmp_path / "here")
-        assert there_docs.exists()
-        # A failing request is reported with the worker's traceback; the worker goes on.
-        with pytest.raises(RuntimeError, match="KeyError: 'duplicates'"):
-            worker.validate_tables("run-2", {}, params)
-        again, _ = worker.validate_tables("run-3", tables, params)
-        assert again["run_id"].unique().to_list() == ["run-3"]
-    finally:
-        worker.close()
-    assert not worker.process.is_alive() and worker.process.exitcode == 0
-    with pytest.raises(RuntimeError, match="the validation worker stopped"):
-        worker.validate_tables("run-4", tables, params)
