@@ -122,7 +122,7 @@ def neighbour_scaling(n: int, vectors: np.ndarray, baseline: bool = True) -> dic
 
     from flows.aggregate import nearest
 
-    vectors = np.ascontiguousarray(vectors[:n], dtype=np.float32)
+    vectors = np.array(vectors[:n], dtype=np.float32)  # a writable copy of the memory map
     ids = [f"p{i:07d}" for i in range(n)]
     row: dict = {"n": n}
     found = {}

@@ -151,16 +151,15 @@ def graph_nearest(vectors: np.ndarray, k: int, threshold: float) -> tuple[Triple
     pairs = (rows[above], cols[above], scores[above])
     crowded = np.flatnonzero(above.sum(axis=1) >= fetch - 1)
     if len(crowded):
-        exact_rows = data[crowded] @ data.T
-        exact_rows[np.arange(len(crowded)), crowded] = -np.inf
-        hit_row, hit_col = np.nonzero(exact_rows >= threshold)
         plain = ~np.isin(pairs[0], crowded)
-        pairs = concat_triples(
-            [
-                (pairs[0][plain], pairs[1][plain], pairs[2][plain]),
-                (crowded[hit_row], hit_col, exact_rows[hit_row, hit_col]),
-            ]
-        )
+        parts = [(pairs[0][plain], pairs[1][plain], pairs[2][plain])]
+        for start in range(0, len(crowded), BLOCK_ROWS):
+            rows_here = crowded[start : start + BLOCK_ROWS]
+            block = data[rows_here] @ data.T
+            block[np.arange(len(rows_here)), rows_here] = -np.inf
+            hit_row, hit_col = np.nonzero(block >= threshold)
+            parts.append((rows_here[hit_row], hit_col, block[hit_row, hit_col]))
+        pairs = concat_triples(parts)
     return top, pairs
 
 
