@@ -3,6 +3,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 BENCH_N ?= 1000
+BENCH_PAIRS ?= 3
 
 .PHONY: run test lint format bench bench-scaling bench-search bench-memory clean
 
@@ -31,7 +32,7 @@ format: $(STAMP)
 
 # Side by side with the hand-written baseline: cold, warm, incremental, fp32 agreement.
 bench: $(STAMP)
-	$(PY) bench/run.py --n $(BENCH_N)
+	$(PY) bench/run.py --n $(BENCH_N) --pairs $(BENCH_PAIRS)
 
 # Neighbour stage alone at BENCH_N and 10 x BENCH_N, paperlake against the SQL self-join.
 bench-scaling: $(STAMP)
