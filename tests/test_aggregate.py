@@ -8,6 +8,7 @@ import pytest
 
 from flows import aggregate
 from flows.lake import connect, read_sql
+from flows.settings import Settings
 
 
 def unit(rows):
@@ -101,6 +102,8 @@ def test_auto_method_switches_to_hnsw_above_the_exact_limit():
         aggregate.neighbor_method("annoy", 10, 20_000)
     top, pairs = aggregate.nearest([], np.zeros((0, 8), np.float32), 5, 0.9, method="hnsw")
     assert top.height == pairs.height == 0
+    with pytest.raises(ValueError, match="neighbors_method must be auto, exact or hnsw"):
+        Settings(neighbors_method="annoy")
 
 
 def test_topics_are_seeded_and_numbered_by_size():
