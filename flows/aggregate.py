@@ -9,7 +9,7 @@ import numpy as np
 import polars as pl
 
 from flows.lake import read_sql
-from flows.settings import SQL_DIR
+from flows.settings import NEIGHBOR_METHODS, SQL_DIR
 
 BLOCK_ROWS = 2048
 TOPIC_TERMS = 8
@@ -41,7 +41,6 @@ def vectors_of(embeddings: pl.DataFrame, ids: pl.Series) -> np.ndarray:
     return ordered["embedding"].cast(pl.Array(pl.Float32, dim)).to_numpy().astype(np.float32)
 
 
-NEIGHBOR_METHODS = ("auto", "exact", "hnsw")
 HNSW_LINKS = 32  # graph degree: recall 0.998 at 10,000 bench abstracts (make bench-scaling)
 HNSW_BUILD_BREADTH = 40
 HNSW_SEARCH_BREADTH = 64

@@ -12,6 +12,7 @@ EXPECTATIONS_DIR = PROJECT_ROOT / "expectations"
 
 # The packaged model is the default; any local sentence-transformers folder works too.
 PACKAGED_MODEL = "all-MiniLM-L6-v2"
+NEIGHBOR_METHODS = ("auto", "exact", "hnsw")
 
 
 def configure_environment() -> None:
@@ -64,7 +65,7 @@ class Settings:
         object.__setattr__(self, "raw", tuple(Path(p) for p in self.raw))
         if self.precision not in ("auto", "bf16", "fp32"):
             raise ValueError(f"precision must be auto, bf16 or fp32, not {self.precision!r}")
-        if self.neighbors_method not in ("auto", "exact", "hnsw"):
+        if self.neighbors_method not in NEIGHBOR_METHODS:
             raise ValueError(
                 f"neighbors_method must be auto, exact or hnsw, not {self.neighbors_method!r}"
             )

@@ -1,6 +1,7 @@
 -- duplicates: pairs of distinct papers whose abstracts are near-duplicates.
 -- grain: one row per unordered pair (paper_a < paper_b) at or above the threshold.
--- upstream: similar_pairs (every pair above the threshold, from blockwise products), papers.
+-- upstream: similar_pairs (every pair above the threshold: exact, or from the HNSW graph
+-- with crowded rows checked exactly; see flows/aggregate.py nearest), papers.
 with pairs as (
     select
         least(paper_id, neighbor_id) as paper_a,

@@ -1,6 +1,7 @@
 -- neighbors: the top-k most similar papers of every paper, by cosine similarity.
 -- grain: one row per (paper_id, neighbor_id); rank 1 is the closest.
--- upstream: neighbor_candidates (exact top-k from blockwise matrix products), papers.
+-- upstream: neighbor_candidates (top-k per paper: exact up to exact_neighbors_max papers,
+-- from an HNSW graph above), papers.
 with candidates as (
     select paper_id, neighbor_id, score
     from neighbor_candidates
