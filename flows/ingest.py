@@ -20,6 +20,7 @@ import fnmatch
 import gzip
 import hashlib
 import html
+import itertools
 import json
 import os
 import re
@@ -31,15 +32,17 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
-from functools import cached_property
+from functools import cached_property, lru_cache
 from pathlib import Path
 from typing import IO, Any
 from urllib.parse import urlparse
 
 import polars as pl
 
+from flows.settings import SQL_DIR
+
 # Bump when parsing or cleaning changes, so that cached parses of unchanged files are redone.
-INGEST_VERSION = "2"
+INGEST_VERSION = "3"
 BATCH_RECORDS = 50_000
 # A batch is also cut at this many characters of raw text, so long records keep it small.
 BATCH_CHARS = 32 << 20
@@ -50,6 +53,7 @@ JSON_CHUNK = 1 << 20
 JSON_MAX_RECORD = 64 << 20
 CSV_FIELD_LIMIT = 16 << 20
 SETTINGS_FILE = "paperlake.toml"
+SEEDS_DIR = SQL_DIR / "seeds"
 FORMATS = ("blocks", "lines", "jsonl", "arxiv", "json", "csv", "tsv", "parquet")
 REJECT_RULES = (
     "empty_abstract",
@@ -60,6 +64,9 @@ REJECT_RULES = (
     "not_a_record",
     "wrong_field_count",
     "unparseable_row",
+    "bad_value",  # a field value that could not be mapped or converted
+    "cleaning_error",  # cleaning the record's text failed
+    "unreadable_rest",  # the file could not be read past this point (e.g. truncated gzip)
 )
 
 HEADER_RE = re.compile(
@@ -178,10 +185,14 @@ SETTING_FIELDS = {
 # Columns whose values have a recognisable shape: they anchor a repair of a shifted row.
 URL_COLUMNS = {"url", "link", "forum", "forum_url", "pdf", "pdf_url", "paper_url", "openreview"}
 ANCHOR_SHAPES = {
+    "label": re.compile(r"^[^\n]{0,200}$"),
     "id": re.compile(r"^[\w.:/\-]{1,128}$"),
     "url": re.compile(r"^https?://\S+$"),
     "year": re.compile(r"^\s*(?:19|20)\d{2}\s*$"),
 }
+# A shifted row is rejoined only when this many surplus fields or fewer split it.
+MAX_SURPLUS_FIELDS = 64
+THOUSANDS_RE = re.compile(r"\d{3}(?!\d)")
 EXTENSION_FORMATS = {
     ".json": "json",
     ".jsonl": "json",
@@ -248,6 +259,10 @@ SOURCE_SCHEMA = {
     "rejected_by_rule": pl.String,  # JSON object: rule -> records
     "flag_counts": pl.String,  # JSON object: flag -> accepted records carrying it
     "control_chars_removed": pl.Int64,
+    "metadata_from": pl.String,  # where the file's venue and year came from
+    "no_venue": pl.Int64,  # accepted records left without a venue
+    "no_year": pl.Int64,
+    "warning": pl.String,  # what a user should know about a file that was read
 }
 LINK_DTYPE = pl.List(pl.Struct({"url": pl.String, "kind": pl.String}))
 # Where reading a file can fail; any of these makes the file an error row, not a crash.
@@ -286,6 +301,10 @@ class SourceFile:
     rejected_by_rule: dict[str, int] = field(default_factory=dict)
     flag_counts: dict[str, int] = field(default_factory=dict)
     control_chars_removed: int = 0
+    metadata_from: str | None = None
+    no_venue: int = 0
+    no_year: int = 0
+    warning: str | None = None
 
     def row(self) -> dict:
         """The file's row of the sources table."""
@@ -402,15 +421,73 @@ def parse_header(line: str) -> tuple[str, int] | None:
     return match.group("venue").strip(), int(match.group("year"))
 
 
+@lru_cache(maxsize=1)
+def known_venues() -> dict[str, str]:
+    """Venue names as written in sql/seeds/venues.csv, by their casefolded spelling."""
+    with (SEEDS_DIR / "venues.csv").open(encoding="utf-8") as handle:
+        return {row["venue"].casefold(): row["venue"] for row in csv.DictReader(handle)}
+
+
 def venue_from_name(name: str) -> tuple[str, int] | None:
-    """Venue and year from a file name such as ICLR17_submissions.csv or neurips2024.jsonl."""
+    """Venue and year from a file or folder name: ICLR17_submissions.csv, iclr_2024,
+    NeurIPS2023-OpenReviewData, acl-2025-long.jsonl.
+
+    A known venue (sql/seeds/venues.csv) is spelled as listed; a two-digit year is taken
+    only after a known venue, so that names such as run01/ or v12.csv say nothing.
+    """
     match = NAME_RE.match(name)
     if not match:
         return None
-    year = int(match.group("year"))
+    venue, year = match.group("venue"), int(match.group("year"))
+    known = known_venues().get(venue.casefold())
     if year < 100:  # two-digit years: 17 is 2017, 98 is 1998
+        if known is None:
+            return None
         year += 2000 if year <= 69 else 1900
-    return match.group("venue"), year
+    return known or venue, year
+
+
+def metadata_from_path(parts: Sequence[str]) -> tuple[str | None, int | None, str | None]:
+    """Venue and year from the components of a path, the file name first, then its folders.
+
+    A component may give both (ICML18_paper.csv, NeurIPS2023-OpenReviewData/) or one: a
+    known venue alone (iclr/) or a year alone (2024/). The nearest component wins.
+
+    Returns:
+        venue, year, and the components they came from (None where nothing was found).
+    """
+    venue: str | None = None
+    year: int | None = None
+    used: list[str] = []
+    for part in reversed(parts):
+        found_venue, found_year = None, None
+        if named := venue_from_name(part):
+            found_venue, found_year = named
+        elif part.casefold() in known_venues():
+            found_venue = known_venues()[part.casefold()]
+        elif re.fullmatch(r"(?:19|20)\d{2}", part):
+            found_year = int(part)
+        if (venue is None and found_venue) or (year is None and found_year):
+            used.append(part)
+        venue = venue or found_venue
+        year = year or found_year
+        if venue and year:
+            break
+    return venue, year, ("/".join(reversed(used)) or None)
+
+
+def raw_place(path: Path, roots: Sequence[Path]) -> tuple[Path, str]:
+    """The raw folder a file was found under and its path below it, in / form.
+
+    A raw file named directly is placed in its own folder. The folder's name and the
+    path below it are what may name the file's venue and year, and where a settings
+    file for it belongs.
+    """
+    resolved = path.resolve()
+    for root in roots:
+        if root.is_dir() and root.resolve() in resolved.parents:
+            return root, resolved.relative_to(root.resolve()).as_posix()
+    return path.parent, path.name
 
 
 def load_settings(path: Path) -> list[tuple[str, FileOverride]]:
@@ -531,18 +608,18 @@ def sniff(path: Path) -> tuple[bool, bytes]:
 def detect_format(
     head: bytes, name: str = "", override: FileOverride = NO_OVERRIDE
 ) -> tuple[str, str]:
-    """The format of a file from its first bytes, checked against its name and settings.
+    """The format of a file from its first bytes, checked against its settings.
 
     Returns:
         format (one of FORMATS) and, for csv/tsv, the delimiter.
 
     Raises:
-        IngestError: the content is empty, binary, not UTF-8 text, or not the format its
-            name or settings claim.
+        IngestError: the content is empty, binary or not UTF-8 text, or not the format its
+            settings claim.
     """
     columns = override.column_map
     if head[:4] == b"PAR1":
-        found: tuple[str, str] | None = ("parquet", "")
+        found: tuple[str, str] = ("parquet", "")
     else:
         text = _text_head(head)
         found = _sniff_json(text) or _sniff_delimited(text, columns) or (_sniff_text(text), "")
@@ -554,16 +631,25 @@ def detect_format(
         if FAMILY.get(found[0]) != FAMILY[claimed]:
             raise IngestError(f"settings say {claimed} but the content looks like {found[0]}")
         return found
-    suffix = Path(name.removesuffix(".gz")).suffix.lower()
-    expected = EXTENSION_FORMATS.get(suffix)
-    if expected and FAMILY.get(found[0]) != expected:
-        what = {
-            "json": "not JSON",
-            "csv": "not CSV/TSV with a header naming an abstract column",
-            "parquet": "not Parquet",
-        }[expected]
-        raise IngestError(f"named {suffix} but the content is {what} (it looks like {found[0]})")
+    expected = _name_family(name)
+    if expected == "csv" and FAMILY.get(found[0]) != "csv":
+        # A table whose header names no abstract column is still read as a table, so that
+        # each row is counted and rejected with the header's names, not taken as prose.
+        return _sniff_delimited(_text_head(head), columns, require_abstract=False) or found
     return found
+
+
+def _name_family(name: str) -> str | None:
+    return EXTENSION_FORMATS.get(Path(name.removesuffix(".gz")).suffix.lower())
+
+
+def name_mismatch(fmt: str, name: str) -> str | None:
+    """A note when the file's name promises another format than its content has."""
+    expected = _name_family(name)
+    if expected is None or FAMILY.get(fmt) == expected:
+        return None
+    suffix = Path(name.removesuffix(".gz")).suffix.lower()
+    return f"named {suffix} but the content is {fmt}; read as {fmt}"
 
 
 def _text_head(head: bytes) -> str:
@@ -607,18 +693,23 @@ def _is_arxiv(obj: Mapping) -> bool:
 
 
 def _sniff_delimited(
-    text: str, columns: Mapping[str, str], delimiters: Sequence[str] = ("\t", ",", ";", "|")
+    text: str,
+    columns: Mapping[str, str],
+    delimiters: Sequence[str] = ("\t", ",", ";", "|"),
+    require_abstract: bool = True,
 ) -> tuple[str, str] | None:
-    """csv or tsv and the delimiter, if the first line is a header with an abstract column."""
+    """csv or tsv and the delimiter, if the first line is a header with an abstract column
+    (or, without `require_abstract`, with at least two columns)."""
     first = text.split("\n", 1)[0].rstrip("\r")
     best: tuple[int, str] | None = None
     for delimiter in delimiters:
         if delimiter not in first:
             continue
         names = next(csv.reader([first], delimiter=delimiter))
-        mapped = map_columns(names, columns)
-        if "abstract_raw" in mapped and (best is None or len(mapped) > best[0]):
-            best = (len(mapped), delimiter)
+        score = len(map_columns(names, columns)) if require_abstract else len(names)
+        fits = "abstract_raw" in map_columns(names, columns) or not require_abstract
+        if fits and (best is None or score > best[0]):
+            best = (score, delimiter)
     if best is None:
         return None
     return ("tsv" if best[1] == "\t" else "csv"), best[1]
@@ -751,8 +842,7 @@ def parse_year(value: Any) -> int | None:
     if value is None or isinstance(value, bool):
         return None
     if isinstance(value, (int, float)):
-        year = int(value)
-        return year if 1800 <= year <= 2100 else None
+        return int(value) if 1800 <= value <= 2100 else None
     match = YEAR_RE.search(str(value))
     return int(match.group(1)) if match else None
 
@@ -788,8 +878,20 @@ class ObjectFields:
             )
             return record
         values = {f: obj.get(k) for f, k in keys.items()}
-        record.update(record_fields(values, obj))
-        return record
+        return fill_fields(record, values, obj)
+
+
+def fill_fields(
+    record: dict, values: Mapping[str, Any], extra: Mapping[str, Any] | None = None
+) -> dict:
+    """`record` with the fields of `values`; a value that cannot be read makes the record a
+    `bad_value` reject carrying the exception, and the file goes on."""
+    try:
+        record.update(record_fields(values, extra))
+    except Exception as exc:  # noqa: BLE001 - one record's values, reported on that record
+        record["read_rule"] = "bad_value"
+        record["read_reason"] = f"a field value could not be read: {type(exc).__name__}: {exc}"
+    return record
 
 
 def record_fields(values: Mapping[str, Any], extra: Mapping[str, Any] | None = None) -> dict:
@@ -1054,15 +1156,23 @@ def read_delimited(stream: IO[bytes], delimiter: str, columns: Mapping[str, str]
                 continue
             row = fixed
             record["read_flags"] = ["repaired_fields"]
-        record.update(record_fields({f: row[i] for f, i in positions.items()}))
-        yield record
+        if "abstract_raw" not in positions:
+            record["read_rule"] = "empty_abstract"
+            record["read_reason"] = "no abstract column among the header's columns " + ", ".join(
+                header[:20]
+            )
+            yield record
+            continue
+        yield fill_fields(record, {f: row[i] for f, i in positions.items()})
 
 
 def anchor_columns(header: Sequence[str], positions: Mapping[str, int]) -> dict[int, str]:
-    """Columns whose values have a known shape (id, link, year), by position."""
+    """Columns that hold one field each, by position: those whose values have a known shape
+    (id, link, year) and short labels (venue, decision) that carry no delimiter."""
     anchors = {i: "url" for i, name in enumerate(header) if column_key(name) in URL_COLUMNS}
-    if "external_id" in positions:
-        anchors[positions["external_id"]] = "id"
+    for name, kind in (("venue", "label"), ("decision", "label"), ("external_id", "id")):
+        if name in positions:
+            anchors[positions[name]] = kind
     if "year" in positions:
         anchors[positions["year"]] = "year"
     return anchors
@@ -1101,8 +1211,11 @@ def repair_row(
 ) -> tuple[list[str] | None, str]:
     """Rejoin a row that unquoted delimiters split into too many fields.
 
-    Exactly one way of rejoining neighbouring unquoted fields into one column must leave
-    every anchor column (id, link, year) with a value of its shape.
+    Every anchor column (id, link, year, label) takes one field of its shape; the other
+    columns absorb the surplus, rejoining neighbouring unquoted fields. A reading is
+    accepted when it is the only one, either among those that rejoin exactly where a
+    delimiter sits inside prose (followed by a space, or a thousands separator as in
+    72,413) and split everywhere else, or among all readings.
 
     Returns:
         the repaired values (or None) and, when None, why no repair was made.
@@ -1113,25 +1226,87 @@ def repair_row(
     extra = len(fields) - width
     if extra <= 0:
         return None, "too few fields to repair"
-    fits = []
-    for j in range(width):
-        if j in anchors:
-            continue
-        pieces = fields[j : j + extra + 1]
-        if any(quoted for _, quoted in pieces):
-            continue  # a quoted field is whole; only unquoted text was split
-        values = (
-            [v for v, _ in fields[:j]]
-            + [delimiter.join(v for v, _ in pieces)]
-            + [v for v, _ in fields[j + extra + 1 :]]
-        )
-        if all(ANCHOR_SHAPES[kind].match(values[i]) for i, kind in anchors.items()):
-            fits.append(values)
-    if len(fits) == 1:
-        return fits[0], ""
-    if not fits:
+    if extra > MAX_SURPLUS_FIELDS:
+        return None, f"{extra} surplus fields, more than {MAX_SURPLUS_FIELDS} to rejoin"
+    if fixed := _rejoin_prose(fields, width, anchors, delimiter):
+        return fixed, ""
+    readings = _rejoinings(fields, width, anchors, delimiter)
+    if len(readings) == 1:
+        return readings[0], ""
+    if not readings:
         return None, "no rejoining of fields fits the id and link columns"
-    return None, f"{len(fits)} ways to rejoin the fields fit the id and link columns"
+    return None, "more than one way to rejoin the fields fits the id and link columns"
+
+
+def _fits(value: str, kind: str | None) -> bool:
+    return kind is None or bool(ANCHOR_SHAPES[kind].match(value))
+
+
+def _rejoin_prose(
+    fields: list[tuple[str, bool]], width: int, anchors: Mapping[int, str], delimiter: str
+) -> list[str] | None:
+    """The reading that rejoins fields exactly where the delimiter sits inside prose."""
+    groups: list[list[tuple[str, bool]]] = [[fields[0]]]
+    for before, after in itertools.pairwise(fields):
+        value, quoted = after
+        prose = value[:1].isspace() or (
+            before[0][-1:].isdigit() and THOUSANDS_RE.match(value) is not None
+        )
+        inside = prose and not quoted and not before[1]
+        if inside:
+            groups[-1].append(after)
+        else:
+            groups.append([after])
+    if len(groups) != width:
+        return None
+    values = []
+    for column, group in enumerate(groups):
+        kind = anchors.get(column)
+        value = delimiter.join(v for v, _ in group)
+        if (len(group) > 1 and kind is not None) or not _fits(value, kind):
+            return None
+        values.append(value)
+    return values
+
+
+def _rejoinings(
+    fields: list[tuple[str, bool]], width: int, anchors: Mapping[int, str], delimiter: str
+) -> list[list[str]]:
+    """Readings of the row that fit the anchor columns: none, one, or two (of maybe more)."""
+    n = len(fields)
+
+    def spans(column: int, start: int) -> Iterator[tuple[int, str]]:
+        """(end, value) of the fields column `column` may take from `start` on."""
+        kind = anchors.get(column)
+        longest = 1 if kind is not None else n - start - (width - column - 1)
+        for end in range(start + 1, start + longest + 1):
+            if end - start > 1 and (fields[start][1] or fields[end - 1][1]):
+                return  # a quoted field is whole: it is never rejoined with another
+            value = delimiter.join(v for v, _ in fields[start:end])
+            if _fits(value, kind):
+                yield end, value
+
+    # ways[column][start]: readings of columns `column`.. over fields `start`.., counted up
+    # to two. Column c starts between field c and field c + surplus.
+    extra = n - width
+    ways = [dict.fromkeys(range(c, c + extra + 1), 0) for c in range(width)] + [{n: 1}]
+    for column in range(width - 1, -1, -1):
+        for start in ways[column]:
+            total = 0
+            for end, _ in spans(column, start):
+                total += ways[column + 1].get(end, 0)
+                if total >= 2:
+                    break
+            ways[column][start] = min(total, 2)
+    found = ways[0][0]
+    if found != 1:
+        return [[]] * found
+    values, start = [], 0
+    for column in range(width):
+        end, value = next((e, v) for e, v in spans(column, start) if ways[column + 1].get(e, 0))
+        values.append(value)
+        start = end
+    return [values]
 
 
 def read_parquet(path: Path, fields: ObjectFields) -> Iterator[dict]:
@@ -1228,8 +1403,12 @@ def clean_text(column: str) -> pl.Expr:
 
 
 def classify_link(url: str) -> str:
-    """code | review | web | broken, by the link's host."""
-    host = (urlparse(url).hostname or "").lower()
+    """code | review | web | broken, by the link's host; a link that does not parse
+    (http://[broken) is broken."""
+    try:
+        host = (urlparse(url).hostname or "").lower()
+    except ValueError:
+        return "broken"
     if not host or "." not in host:
         return "broken"
     host = host.removeprefix("www.")
@@ -1388,6 +1567,40 @@ def normalise(
     return accepted, rejects
 
 
+def normalise_contained(
+    records: pl.DataFrame, min_words: int, max_words: int | None = None
+) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """`normalise`, where a record whose cleaning fails becomes a `cleaning_error` reject
+    (with the exception) instead of failing its batch and file."""
+    try:
+        return normalise(records, min_words, max_words)
+    except Exception:  # noqa: BLE001 - find the records at fault one by one
+        pass
+    accepted, rejected = [], []
+    for i in range(records.height):
+        row = records.slice(i, 1)
+        try:
+            ok, bad = normalise(row, min_words, max_words)
+        except Exception as exc:  # noqa: BLE001 - one record's failure, reported on it
+            reason = f"cleaning failed: {type(exc).__name__}: {exc}"
+            ok, bad = (
+                None,
+                row.select(
+                    *REJECT_SCHEMA.keys() - {"rule", "reason", "raw_snippet"},
+                    rule=pl.lit("cleaning_error"),
+                    reason=pl.lit(reason[:1000]),
+                    raw_snippet=pl.coalesce(
+                        "raw_snippet", pl.col("abstract_raw").str.slice(0, SNIPPET_CHARS)
+                    ),
+                ).select(list(REJECT_SCHEMA)),
+            )
+        if ok is not None:
+            accepted.append(ok)
+        rejected.append(bad)
+    schema = accepted_schema(min_words)
+    return _concat(accepted, schema), _concat(rejected, REJECT_SCHEMA)
+
+
 # ---------------------------------------------------------------------------------------
 # Files into batches, batches into Parquet parts
 
@@ -1395,50 +1608,91 @@ RAW_COLUMNS = [c for c in RECORD_SCHEMA if c not in ("source_path", "source_sha2
 LIST_COLUMNS = [c for c, t in RECORD_SCHEMA.items() if t == pl.List(pl.String)]
 
 
-def record_batches(
-    records: Iterator[dict], source: SourceFile, override: FileOverride
-) -> Iterator[pl.DataFrame]:
+def record_batches(records: Iterator[dict], source: SourceFile) -> Iterator[pl.DataFrame]:
     """Raw records in batches of RECORD_SCHEMA, numbered, with the file's venue and year.
 
-    Venue and year: the settings file's if it gives them, else the record's own, else the
-    file's (header line or file name).
+    Venue and year: the record's own, else the file's (see `file_metadata`). Where the
+    reader fails after some records, the rest of the file becomes one `unreadable_rest`
+    reject and the records before it are kept; a reader that fails at once fails the file.
     """
     rows: list[dict] = []
     chars = 0
-    for record_no, record in enumerate(records, start=1):
+    record_no = 0
+    last: dict = {}
+    while True:
+        try:
+            record = next(records)
+        except StopIteration:
+            break
+        except Exception as exc:  # noqa: BLE001 - any reader failure ends the file, not the run
+            if not record_no:
+                raise
+            line = (last.get("line") or 0) + 1
+            record = {
+                "line": line,
+                "byte_offset": last.get("byte_offset") or 0,
+                "read_rule": "unreadable_rest",
+                "read_reason": f"the file could not be read after line {line - 1}: "
+                f"{type(exc).__name__}: {exc}",
+            }
+            records = iter(())
+        record_no += 1
         record["record_no"] = record_no
+        last = record
         rows.append(record)
         chars += len(record.get("abstract_raw") or "") + len(record.get("title_raw") or "")
         if len(rows) >= BATCH_RECORDS or chars >= BATCH_CHARS:
-            yield _records_frame(rows, source, override)
+            yield _records_frame(rows, source)
             rows, chars = [], 0
     if rows:
-        yield _records_frame(rows, source, override)
+        yield _records_frame(rows, source)
 
 
-def _records_frame(rows: list[dict], source: SourceFile, override: FileOverride) -> pl.DataFrame:
+def _records_frame(rows: list[dict], source: SourceFile) -> pl.DataFrame:
+    """A batch of raw records as a frame; a record whose values do not fit the schema
+    becomes a `bad_value` reject, not the batch's failure."""
+    try:
+        frame = _frame(rows)
+    except Exception:  # noqa: BLE001 - find the records at fault one by one
+        frame = pl.concat([_frame([row], isolate=True) for row in rows], how="vertical_relaxed")
+    return frame.with_columns(
+        source_path=pl.lit(source.path),
+        source_sha256=pl.lit(source.sha256),
+        venue=pl.coalesce(pl.col("venue"), pl.lit(source.venue, dtype=pl.String)),
+        year=pl.coalesce(pl.col("year"), pl.lit(source.year, dtype=pl.Int32)),
+    ).select(list(RECORD_SCHEMA))
+
+
+def _frame(rows: list[dict], isolate: bool = False) -> pl.DataFrame:
     columns = {c: [r.get(c) for r in rows] for c in RAW_COLUMNS}
     for c in LIST_COLUMNS:
         columns[c] = [v or [] for v in columns[c]]
     schema = {c: RECORD_SCHEMA[c] for c in RAW_COLUMNS}
     try:
-        frame = pl.DataFrame(columns, schema=schema)
-    except UnicodeEncodeError:
-        # Lone surrogates from JSON escapes such as "\ud800" are not text; show them as U+FFFD.
-        columns = {c: [_valid_value(v) for v in values] for c, values in columns.items()}
-        frame = pl.DataFrame(columns, schema=schema)
+        try:
+            return pl.DataFrame(columns, schema=schema)
+        except UnicodeEncodeError:
+            # Lone surrogates from JSON escapes such as "\ud800" are not text: show U+FFFD.
+            columns = {c: [_valid_value(v) for v in values] for c, values in columns.items()}
+            return pl.DataFrame(columns, schema=schema)
+    except Exception as exc:  # noqa: BLE001 - one record's values, reported on that record
+        if not isolate:
+            raise
+        row = rows[0]
+        bad = {
+            "record_no": row.get("record_no"),
+            "line": row.get("line"),
+            "byte_offset": row.get("byte_offset"),
+            "read_rule": "bad_value",
+            "read_reason": f"a value does not fit its column: {type(exc).__name__}: {exc}",
+            "raw_snippet": _snippet_of(row),
+        }
+        return pl.DataFrame({c: [bad.get(c)] for c in RAW_COLUMNS}, schema=schema)
 
-    def fallback(name: str, given: Any, dtype: pl.DataType) -> pl.Expr:
-        if given is not None:
-            return pl.lit(given, dtype=dtype)
-        return pl.coalesce(pl.col(name), pl.lit(getattr(source, name), dtype=dtype))
 
-    return frame.with_columns(
-        source_path=pl.lit(source.path),
-        source_sha256=pl.lit(source.sha256),
-        venue=fallback("venue", override.venue, pl.String),
-        year=fallback("year", override.year, pl.Int32),
-    ).select(list(RECORD_SCHEMA))
+def _snippet_of(row: Mapping[str, Any]) -> str | None:
+    text = row.get("raw_snippet") or row.get("abstract_raw")
+    return _valid_value(str(text))[:SNIPPET_CHARS] if text is not None else None
 
 
 def _valid_value(value: Any) -> Any:
@@ -1492,6 +1746,61 @@ class PartWriter:
         self.names = []
 
 
+def file_metadata(
+    header: tuple[str, int] | None,
+    override: FileOverride,
+    parts: Sequence[str],
+    fmt: str,
+) -> tuple[str | None, int | None, str | None]:
+    """A file's venue and year for records that carry none: from its header line, else its
+    settings, else its path (folder and file names), else its format (arXiv).
+
+    Returns:
+        venue, year, and where they came from (None where nothing gave them).
+    """
+    path_venue, path_year, used = metadata_from_path(parts)
+    places = (
+        ("header line", *(header or (None, None))),
+        (SETTINGS_FILE, override.venue, override.year),
+        (f"path {used}", path_venue, path_year),
+        ("arXiv format", "arXiv" if fmt == "arxiv" else None, None),
+    )
+    venue = next(((v, where) for where, v, _ in places if v), (None, None))
+    year = next(((y, where) for where, _, y in places if y), (None, None))
+    if venue[1] == year[1]:
+        origin = venue[1]
+    else:
+        origin = (
+            ", ".join(
+                f"{what} from {where}"
+                for what, (_, where) in (("venue", venue), ("year", year))
+                if where
+            )
+            or None
+        )
+    return venue[0], year[0], origin
+
+
+def metadata_warning(source: SourceFile, folder: Path, relative: str) -> str | None:
+    """What to tell a user whose file left accepted records without venue or year."""
+    missing = [
+        (name, count, example)
+        for name, count, example in (
+            ("venue", source.no_venue, 'venue = "<venue>"'),
+            ("year", source.no_year, "year = <year>"),
+        )
+        if count
+    ]
+    if not missing:
+        return None
+    what = " and ".join(f"{count} no {name}" for name, count, _ in missing)
+    setting = ", ".join(example for *_, example in missing)
+    return (
+        f"of {source.accepted} accepted records, {what}; set them in "
+        f'{folder / SETTINGS_FILE}: files."{relative}" = {{ {setting} }}'
+    )
+
+
 def ingest_file(
     path: Path,
     min_words: int,
@@ -1501,57 +1810,61 @@ def ingest_file(
     override: FileOverride = NO_OVERRIDE,
     max_words: int | None = None,
     progress: Progress | None = None,
+    parts: Sequence[str] = (),
 ) -> tuple[SourceFile, list[pl.DataFrame]]:
     """Parse one raw file: accepted records go to `writer`, rejects come back.
 
-    A file that cannot be read at all comes back with its error set, no records and
-    nothing left in `writer`.
+    Only a file that cannot be opened or decoded at all comes back with its error set, no
+    records and nothing left in `writer`; a bad record costs that record alone.
+
+    Args:
+        parts: the path components that may name the file's venue and year.
     """
     source = SourceFile(path=str(path), sha256=sha, bytes=size)
     rejected: list[pl.DataFrame] = []
     flags: Counter[str] = Counter()
     rules: Counter[str] = Counter()
+    notes: list[str] = []
     try:
         gz, head = sniff(path)
         fmt, delimiter = detect_format(head, path.name, override)
         layout = Layout(fmt, gz, delimiter or ",")
         source.format = layout.label
-        has_header = False
+        if not override.format and (mismatch := name_mismatch(fmt, path.name)):
+            notes.append(mismatch)
+        header = None
         if fmt in ("blocks", "lines"):
             first_line = head.split(b"\n", 1)[0].decode("utf-8", errors="replace")
-            if header := parse_header(first_line.lstrip("\ufeff")):
-                source.venue, source.year = header
-                has_header = True
-        if source.venue is None:
-            named = venue_from_name(path.name)
-            if named:
-                source.venue, source.year = named
-            elif fmt == "arxiv":
-                source.venue = "arXiv"
-        source.venue = override.venue or source.venue
-        source.year = override.year or source.year
+            header = parse_header(first_line.lstrip("\ufeff"))
+        source.venue, source.year, source.metadata_from = file_metadata(
+            header, override, parts or [path.name], fmt
+        )
         with ExitStack() as stack:
-            records, position = file_records(path, layout, override, has_header, stack)
-            for batch in record_batches(records, source, override):
-                ok, bad = normalise(batch, min_words, max_words)
+            records, position = file_records(path, layout, override, header is not None, stack)
+            for batch in record_batches(records, source):
+                ok, bad = normalise_contained(batch, min_words, max_words)
                 writer.write(ok)
                 rejected.append(bad)
                 source.records_seen += batch.height
                 source.accepted += ok.height
                 source.rejected += bad.height
                 source.control_chars_removed += int(ok["control_chars_removed"].sum())
+                source.no_venue += ok["venue"].null_count()
+                source.no_year += ok["year"].null_count()
                 flags.update(ok["flags"].explode().drop_nulls().to_list())
                 rules.update(bad["rule"].to_list())
                 if progress:
                     progress(source.path, position(), size)
     except FILE_ERRORS as exc:
         writer.discard()
-        source.error = f"{path}: {exc}"
-        source.records_seen = source.accepted = source.rejected = 0
-        source.control_chars_removed = 0
-        return source, []
+        failed = SourceFile(path=source.path, sha256=sha, bytes=size, format=source.format)
+        failed.error = f"{path}: {exc}"
+        return failed, []
     source.rejected_by_rule = dict(sorted(rules.items()))
     source.flag_counts = dict(sorted(flags.items()))
+    if "unreadable_rest" in rules:
+        notes.append("reading stopped early; see rejects (unreadable_rest)")
+    source.warning = "; ".join(notes) or None
     if progress:
         progress(source.path, size, size)
     return source, rejected
@@ -1569,15 +1882,18 @@ class ParseCache:
         self.folder = folder
         self.config = f"{INGEST_VERSION}:{min_words}:{max_words}"
 
-    def key(self, sha256: str, override: FileOverride = NO_OVERRIDE) -> str:
-        spec = f"{sha256}:{self.config}:{override.origin}"
+    def key(
+        self, sha256: str, override: FileOverride = NO_OVERRIDE, parts: Sequence[str] = ()
+    ) -> str:
+        # The venue and year a file's path gives are part of its parse.
+        spec = f"{sha256}:{self.config}:{override.origin}:{metadata_from_path(parts)[:2]}"
         return hashlib.sha256(spec.encode()).hexdigest()[:32]
 
     def load(
-        self, source: SourceFile, override: FileOverride = NO_OVERRIDE
+        self, source: SourceFile, override: FileOverride = NO_OVERRIDE, parts: Sequence[str] = ()
     ) -> tuple[SourceFile, list[Path], pl.DataFrame] | None:
         """The cached sources row, record parts and rejects of a file version, if any."""
-        key = self.key(source.sha256, override)
+        key = self.key(source.sha256, override, parts)
         meta = self.folder / f"{key}.json"
         if not meta.exists():
             return None
@@ -1590,9 +1906,12 @@ class ParseCache:
         )
         return cached, [self.folder / key / n for n in names], rejects
 
-    def writer(self, sha256: str, override: FileOverride = NO_OVERRIDE) -> PartWriter:
+    def writer(
+        self, sha256: str, override: FileOverride = NO_OVERRIDE, parts: Sequence[str] = ()
+    ) -> PartWriter:
         """Where a parse being cached writes its parts (renamed into place by `store`)."""
-        return PartWriter(self.folder / f"{self.key(sha256, override)}.tmp-{os.getpid()}")
+        key = self.key(sha256, override, parts)
+        return PartWriter(self.folder / f"{key}.tmp-{os.getpid()}")
 
     def store(
         self,
@@ -1600,9 +1919,10 @@ class ParseCache:
         writer: PartWriter,
         rejects: pl.DataFrame,
         override: FileOverride = NO_OVERRIDE,
+        parts: Sequence[str] = (),
     ) -> list[Path]:
         """Move a finished parse into place, the index file last; returns the parts' paths."""
-        key = self.key(source.sha256, override)
+        key = self.key(source.sha256, override, parts)
         target = self.folder / key
         writer.folder.mkdir(parents=True, exist_ok=True)
         rejects.write_parquet(writer.folder / "rejects.parquet")
@@ -1637,7 +1957,7 @@ def ingest(
     cache = ParseCache(cache_dir, min_words, max_words) if cache_dir else None
     workdir = None if cache else tempfile.TemporaryDirectory(prefix="paperlake-ingest-")
     files: list[SourceFile] = []
-    parts: list[tuple[Path, str]] = []
+    records: list[tuple[Path, str]] = []  # (Parquet part, source path)
     rejected: list[pl.DataFrame] = []
     settings_seen: dict[Path, Path] = {}
     for number, path in enumerate(found):
@@ -1647,30 +1967,36 @@ def ingest(
         override, settings = overrides.for_file(path)
         if settings is not None:
             settings_seen.setdefault(settings.resolve(), settings)
+        folder, relative = raw_place(path, roots)
+        parts = [folder.resolve().name, *relative.split("/")]
         sha, size = file_digest(path)
-        hit = cache.load(SourceFile(str(path), sha, size), override) if cache else None
+        hit = cache.load(SourceFile(str(path), sha, size), override, parts) if cache else None
         if hit:
             source, names, bad = hit
             source.cached = True
-            parts.extend((p, str(path)) for p in names)
+            records.extend((p, str(path)) for p in names)
             rejected.append(bad)
             if progress:
                 progress(str(path), size, size)
         else:
             writer = (
-                cache.writer(sha, override)
+                cache.writer(sha, override, parts)
                 if cache
                 else PartWriter(Path(workdir.name) / f"{number:06d}")
             )
             source, bad = ingest_file(
-                path, min_words, sha, size, writer, override, max_words, progress
+                path, min_words, sha, size, writer, override, max_words, progress, parts
             )
             if cache and source.error is None:
-                stored = cache.store(source, writer, _concat(bad, REJECT_SCHEMA), override)
+                rejects = _concat(bad, REJECT_SCHEMA)
+                stored = cache.store(source, writer, rejects, override, parts)
             else:
                 stored = [writer.folder / n for n in writer.names]
-            parts.extend((p, str(path)) for p in stored)
+            records.extend((p, str(path)) for p in stored)
             rejected.extend(bad)
+        # Said after caching: the advice names the file's current place.
+        if advice := metadata_warning(source, folder, relative):
+            source.warning = "; ".join(filter(None, (source.warning, advice)))
         files.append(source)
     for key, settings in settings_seen.items():
         overrides.rules(settings)
@@ -1683,7 +2009,7 @@ def ingest(
         sources=sources,
         rejects=_concat(rejected, REJECT_SCHEMA),
         files=files,
-        parts=parts,
+        parts=records,
         schema=accepted_schema(min_words),
         workdir=workdir,
     )

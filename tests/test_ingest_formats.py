@@ -71,15 +71,28 @@ def test_format_is_told_by_content(head, name, expected):
         (b"", "a.txt", "file is empty"),
         (b"  \n\n", "a.jsonl", "file is empty"),
         (b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR", "a.json", "binary content"),
-        (b"Just prose, not JSON.\n", "a.json", "named .json but the content is not JSON"),
-        (b"name,value\nx,1\n", "a.csv", "named .csv but the content is not CSV/TSV"),
         (b"\xff\xfeA\x00b\x00", "a.txt", "UTF-16 text"),
-        (b"Plain text.\n", "a.parquet", "named .parquet but the content is not Parquet"),
     ],
 )
 def test_unreadable_content_is_an_error(head, name, message):
     with pytest.raises(ingest.IngestError, match=message):
         ingest.detect_format(head, name)
+
+
+@pytest.mark.parametrize(
+    ("head", "name", "expected", "note"),
+    [
+        (b"Just prose, not JSON.\n", "a.json", ("lines", ""), "named .json but the content is lines"),
+        (b"name,value\nx,1\n", "a.csv", ("csv", ","), None),
+        (b"Plain text.\n", "a.parquet", ("lines", ""), "named .parquet but the content is lines"),
+    ],
+)
+def test_a_name_that_promises_another_format_is_noted_and_the_content_decides(
+    head, name, expected, note
+):
+    found = ingest.detect_format(head, name)
+    assert found == expected
+    assert ingest.name_mismatch(found[0], name) == (note and f"{note}; read as {found[0]}")
 
 
 @pytest.mark.parametrize(
@@ -102,7 +115,13 @@ def test_clean_text_for_real_world_input(raw, expected):
 
 def test_venue_and_year_from_file_name():
     assert ingest.venue_from_name("ICLR17_submissions.csv") == ("ICLR", 2017)
-    assert ingest.venue_from_name("neurips-2024.jsonl.gz") == ("neurips", 2024)
+    assert ingest.venue_from_name("neurips-2024.jsonl.gz") == ("NeurIPS", 2024)
+    assert ingest.venue_from_name("NeurIPS2023-OpenReviewData") == ("NeurIPS", 2023)
+    assert ingest.venue_from_name("acl-2025-long.jsonl") == ("ACL", 2025)
+    assert ingest.venue_from_name("Foo2021_dump.csv") == ("Foo", 2021)
+    # Two-digit years only after a known venue: run01/ and v12.csv name nothing.
+    assert ingest.venue_from_name("run01") is None
+    assert ingest.venue_from_name("v12.csv") is None
     assert ingest.venue_from_name("pubmed_abstracts.csv") is None
     assert ingest.venue_from_name("000_891c899881bf48af.txt") is None
 
@@ -185,30 +204,35 @@ def test_shifted_title_is_repaired_through_the_link_anchor(tmp_path):
         "paper_id,title,abstract,forum\n"
         f'p1,Sparse attention,"{ONE}",{link}p1\n'
         f'p2,Proteins, pockets, and contrast,"{TWO}",{link}p2\n'  # unquoted commas in the title
-        f"p3,Agents, planning,{three_with_comma},{link}p3\n"  # abstract unquoted too: ambiguous
-        "p4,Only a title\n"  # too few fields
+        # Title and abstract unquoted: the commas inside prose are followed by a space.
+        f"p3,Agents, planning,{three_with_comma},{link}p3\n"
+        # No space after any comma: the title could end at either one.
+        f"p4,Graphs,trees,{ONE.replace('accuracy on', 'accuracy,on')},{link}p4\n"
+        "p5,Only a title\n"  # too few fields
     )
     path = write(tmp_path / "forum.csv", text)
     result = ingest.ingest([path])
-    assert accounted(result) == {"forum.csv": (4, 2, 2)}
+    assert accounted(result) == {"forum.csv": (5, 3, 2)}
     repaired = result.records.filter(pl.col("external_id") == "p2").row(0, named=True)
     assert repaired["title"] == "Proteins, pockets, and contrast"
     assert repaired["abstract"] == TWO
     assert repaired["flags"] == ["repaired_fields"]
+    both = result.records.filter(pl.col("external_id") == "p3").row(0, named=True)
+    assert (both["title"], both["abstract"]) == ("Agents, planning", three_with_comma)
     assert result.records.filter(pl.col("external_id") == "p1")["flags"].to_list() == [[]]
     rejects = result.rejects.sort("record_no")
     assert rejects.select("line", "rule").rows() == [
-        (4, "wrong_field_count"),
         (5, "wrong_field_count"),
+        (6, "wrong_field_count"),
     ]
     assert rejects["reason"].to_list() == [
-        "row has 7 fields, the header has 4; "
-        "2 ways to rejoin the fields fit the id and link columns",
+        "row has 6 fields, the header has 4; "
+        "more than one way to rejoin the fields fits the id and link columns",
         "row has 2 fields, the header has 4; too few fields to repair",
     ]
-    assert rejects["raw_snippet"].to_list()[1] == "p4,Only a title\n"
+    assert rejects["raw_snippet"].to_list()[1] == "p5,Only a title\n"
     assert source(result, "forum.csv")["rejected_by_rule"] == '{"wrong_field_count": 2}'
-    assert source(result, "forum.csv")["flag_counts"] == '{"repaired_fields": 1}'
+    assert source(result, "forum.csv")["flag_counts"] == '{"repaired_fields": 2}'
 
 
 def test_shifted_title_is_repaired_through_the_id_anchor_only_when_there_is_one(tmp_path):
@@ -526,7 +550,7 @@ def test_broken_files_are_reported_and_the_run_goes_on(tmp_path):
         "empty.csv": (0, 0, 0),
         "good.jsonl": (1, 1, 0),
         "image.json": (0, 0, 0),
-        "prose.json": (0, 0, 0),
+        "prose.json": (1, 1, 0),
     }
     errors = {
         k: v
@@ -535,7 +559,10 @@ def test_broken_files_are_reported_and_the_run_goes_on(tmp_path):
     assert errors["good.jsonl"] is None
     assert "file is empty" in errors["empty.csv"]
     assert "binary content (NUL bytes), not text" in errors["image.json"]
-    assert "named .json but the content is not JSON (it looks like lines)" in errors["prose.json"]
+    assert errors["prose.json"] is None
+    assert source(result, "prose.json")["warning"].startswith(
+        "named .json but the content is lines; read as lines; "
+    )
 
 
 def test_the_same_paper_in_two_files_is_one_paper_with_both_locations(tmp_path):
@@ -573,7 +600,8 @@ def test_settings_file_overrides_format_venue_year_and_columns(tmp_path):
         'columns = { abstract = "summary_text", id = "key" }\n\n'
         '[files."notes/*.txt"]\nformat = "lines"\nvenue = "Workshop"\nyear = 2023\n',
     )
-    write(raw / "dump.dat", f'key,summary_text,journal\nk1,"{ONE}",Ignored Venue\n')
+    # The record's own venue wins over the settings; its missing year comes from them.
+    write(raw / "dump.dat", f'key,summary_text,journal\nk1,"{ONE}",TMLR\n')
     write(raw / "notes" / "talks.txt", f"{TWO}\n\n{THREE}\n")  # blank line: blocks, but says lines
     write(raw / "other.txt", f"{THREE}\n")
     result = ingest.ingest([raw])
@@ -587,7 +615,7 @@ def test_settings_file_overrides_format_venue_year_and_columns(tmp_path):
     assert source(result, "talks.txt")["format"] == "lines"
     records = result.records.sort("source_path", "record_no")
     assert records.select("external_id", "venue", "year").rows() == [
-        ("k1", "NeurIPS", 2024),
+        ("k1", "TMLR", 2024),
         (None, "Workshop", 2023),
         (None, "Workshop", 2023),
         (None, None, None),
