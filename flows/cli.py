@@ -16,6 +16,7 @@ configure_environment()
 import polars as pl  # noqa: E402
 import typer  # noqa: E402
 from rich.console import Console  # noqa: E402
+from rich.markup import escape  # noqa: E402
 from rich.table import Table  # noqa: E402
 
 from flows.lake import WarehouseError, open_lake, read_sql  # noqa: E402
@@ -189,7 +190,9 @@ def validate_raw(
                 f"(more than {settings.max_reject_share:.0%})"
             )
         if row["error"]:
-            out.print(f"[yellow]skipped file:[/yellow] {row['error']}")
+            out.print(f"[yellow]skipped file:[/yellow] {escape(row['error'])}")
+        if row["warning"]:
+            out.print(f"[yellow]warning:[/yellow] {escape(row['path'] + ': ' + row['warning'])}")
 
 
 def print_summary(summary) -> None:
@@ -215,9 +218,11 @@ def print_summary(summary) -> None:
         "seconds: " + "  ".join(f"{k} {v:.1f}" for k, v in summary.stage_seconds.items()),
     ]
     for error in summary.file_errors:
-        lines.append(f"[yellow]skipped file:[/yellow] {error}")
+        lines.append(f"[yellow]skipped file:[/yellow] {escape(error)}")
+    for warning in summary.file_warnings:
+        lines.append(f"[yellow]warning:[/yellow] {escape(warning)}")
     for warning in summary.dq_warnings:
-        lines.append(f"[yellow]data-quality warning:[/yellow] {warning}")
+        lines.append(f"[yellow]data-quality warning:[/yellow] {escape(warning)}")
     if summary.data_docs:
         lines.append(f"data docs: {summary.data_docs}")
     for line in lines:

@@ -49,6 +49,7 @@ class RunSummary:
     files: int = 0
     files_parsed: int = 0
     file_errors: list[str] = field(default_factory=list)
+    file_warnings: list[str] = field(default_factory=list)  # files read, with a caveat
     records_seen: int = 0
     accepted: int = 0
     rejected: int = 0
@@ -203,6 +204,8 @@ def report_artifacts(summary: RunSummary, dq: pl.DataFrame | None) -> None:
         "- seconds: " + ", ".join(f"{k} {v:.1f}" for k, v in summary.stage_seconds.items()),
     ]
     lines += [f"- failed: {f}" for f in summary.dq_failures]
+    lines += [f"- skipped file: {e}" for e in summary.file_errors]
+    lines += [f"- file warning: {w}" for w in summary.file_warnings]
     create_markdown_artifact(
         "\n".join(lines), key="paperlake-run-summary", description="paperlake run summary"
     )
@@ -375,6 +378,11 @@ def build_version(settings: Settings, summary: RunSummary, fingerprint: str) -> 
     summary.files = result.sources.height
     summary.files_parsed = sum(1 for f in result.files if not f.cached)
     summary.file_errors = [e for e in result.sources["error"].to_list() if e]
+    summary.file_warnings = [
+        f"{path}: {warning}"
+        for path, warning in result.sources.select("path", "warning").iter_rows()
+        if warning
+    ]
     summary.records_seen = int(result.sources["records_seen"].sum())
     summary.accepted = int(result.sources["accepted"].sum())
     summary.rejected = int(result.sources["rejected"].sum())
