@@ -1,0 +1,147 @@
+"""Hostile raw exports, built from the sample abstracts: the shapes real exports take.
+
+`python -m tests.hostile DIR` writes the whole folder, for trying `paperlake validate` and
+`paperlake run` by hand; the tests call the builders one by one.
+"""
+
+from __future__ import annotations
+
+import csv
+import gzip
+import io
+import json
+import random
+import sys
+from pathlib import Path
+
+from tests.conftest import SAMPLE_RAW, write
+
+FORUM = "https://openreview.net/forum?id="
+OPENREVIEW_HEADER = ["id", "title", "authors", "abstract", "keywords", "decision", "forum"]
+WORDS = [
+    "sparse",
+    "attention",
+    "diffusion",
+    "policies",
+    "graph",
+    "transformers",
+    "contrastive",
+    "learning",
+    "protein",
+    "language",
+    "models",
+    "reinforcement",
+    "agents",
+    "planning",
+    "retrieval",
+    "calibration",
+    "robustness",
+    "federated",
+    "optimisation",
+    "kernels",
+    "tokenizers",
+    "distillation",
+    "scaling",
+    "laws",
+    "benchmarks",
+]
+NAMES = [
+    "Ada Lovelace",
+    "Alan Turing",
+    "Grace Hopper",
+    "Edsger Dijkstra",
+    "Barbara Liskov",
+    "Donald Knuth",
+    "Frances Allen",
+    "John McCarthy",
+    "Leslie Lamport",
+    "Radia Perlman",
+    "Shafi Goldwasser",
+]
+DECISIONS = ("Accept (Oral)", "Accept (Poster)", "Reject")
+
+
+def sample_abstracts() -> list[str]:
+    """The 38 abstracts of data/raw, as written there (commas, LaTeX, links and all)."""
+    out = []
+    for path in sorted(SAMPLE_RAW.glob("*.txt")):
+        blocks = path.read_text(encoding="utf-8").split("\n\n")[1:]
+        out.extend(" ".join(b.split()) for b in blocks if b.strip())
+    return out
+
+
+def openreview_rows(n: int, seed: int = 7) -> list[dict[str, str]]:
+    """n distinct OpenReview-like records: titles, author lists and keywords with commas."""
+    rng = random.Random(seed)
+    abstracts = sample_abstracts()
+    rows = []
+    for i in range(n):
+        words = rng.sample(WORDS, 5)
+        title = " ".join(words[:3]).capitalize()
+        if rng.random() < 0.5:
+            title += f", {words[3]}, and {words[4]}"
+        abstract = f"{abstracts[i % len(abstracts)]} Record {i}, in the export."
+        rows.append(
+            {
+                "id": f"or{i:05d}",
+                "title": title,
+                "authors": ", ".join(rng.sample(NAMES, rng.randint(1, 4))),
+                "abstract": abstract,
+                "keywords": ", ".join(rng.sample(WORDS, rng.randint(1, 3))),
+                "decision": rng.choice(DECISIONS),
+                "forum": f"{FORUM}or{i:05d}",
+            }
+        )
+    return rows
+
+
+def naive_csv(rows: list[dict[str, str]], header: list[str]) -> str:
+    """CSV as a hand-written exporter writes it: fields joined by commas, quoted only when
+    they hold a quote or a line break, so commas inside fields shift the row."""
+
+    def field(value: str) -> str:
+        if '"' in value or "\n" in value:
+            return '"' + value.replace('"', '""') + '"'
+        return value
+
+    lines = [",".join(header)]
+    lines += [",".join(field(row[c]) for c in header) for row in rows]
+    return "\n".join(lines) + "\n"
+
+
+def proper_csv(rows: list[dict[str, str]], header: list[str]) -> str:
+    out = io.StringIO()
+    writer = csv.DictWriter(out, header, lineterminator="\n")
+    writer.writeheader()
+    writer.writerows(rows)
+    return out.getvalue()
+
+
+def write_all(folder: Path) -> list[Path]:
+    """Every hostile export in one folder, as a user's folder of real exports looks."""
+    rows = openreview_rows(400)
+    broken_link = openreview_rows(2000, seed=3)
+    broken_link[1234]["abstract"] += " Code: http://[broken and more text follows the link."
+    lines = "\n".join(r["abstract"] for r in openreview_rows(60, seed=5)) + "\n"
+    jsonl = "".join(json.dumps(r) + "\n" for r in openreview_rows(300, seed=9))
+    return [
+        write(
+            folder / "NeurIPS2023-OpenReviewData" / "oral.csv", naive_csv(rows, OPENREVIEW_HEADER)
+        ),
+        write(folder / "iclr_2024" / "links.csv", proper_csv(broken_link, OPENREVIEW_HEADER)),
+        write(folder / "misc" / "one_per_line.txt", lines),
+        write(folder / "misc" / "not_json.json", lines),
+        write(folder / "acl-2025-long.jsonl", jsonl),
+        write(folder / "truncated.jsonl.gz", gzip.compress(jsonl.encode())[:-2000]),
+        write(
+            folder / "latin1.csv",
+            proper_csv(rows[:20], OPENREVIEW_HEADER).encode("latin-1", "replace"),
+        ),
+        write(folder / "huge_line.txt", "word " * 2_000_000 + "\n" + lines),
+        write(folder / "no_abstract_column.csv", "paper,notes\n" + "p1,see the pdf\n" * 3),
+    ]
+
+
+if __name__ == "__main__":
+    for path in write_all(Path(sys.argv[1])):
+        print(path)

@@ -1,0 +1,180 @@
+"""Exports no one here wrote: one bad value costs one record, missing metadata costs no file,
+and shifted CSV rows are rejoined only where one reading fits."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import re
+import tomllib
+
+import polars as pl
+
+from flows import ingest
+from tests.conftest import write
+from tests.hostile import (
+    OPENREVIEW_HEADER,
+    naive_csv,
+    openreview_rows,
+    proper_csv,
+    sample_abstracts,
+    write_all,
+)
+
+
+def by_name(result: ingest.IngestResult) -> dict[str, dict]:
+    rows = {}
+    for row in result.sources.iter_rows(named=True):
+        assert row["records_seen"] == row["accepted"] + row["rejected"], row
+        rows[row["path"].rsplit("/", 1)[-1]] = row
+    return rows
+
+
+def test_a_malformed_link_costs_nothing_but_its_own_link(tmp_path):
+    rows = openreview_rows(2000, seed=3)
+    rows.append(dict(rows[0], id="bad", abstract=rows[0]["abstract"] + " See http://[broken now."))
+    path = write(tmp_path / "links.csv", proper_csv(rows, OPENREVIEW_HEADER))
+    result = ingest.ingest([path])
+    source = by_name(result)["links.csv"]
+    assert (source["records_seen"], source["accepted"], source["error"]) == (2001, 2001, None)
+    bad = result.records.filter(pl.col("external_id") == "bad").row(0, named=True)
+    assert {"url": "http://[broken", "kind": "broken"} in bad["links"]
+
+
+def test_a_record_whose_cleaning_fails_is_rejected_with_the_exception(tmp_path, monkeypatch):
+    extract = ingest.extract_links
+
+    def fragile(text):
+        if "Record 1," in (text or ""):
+            raise RuntimeError("cannot classify this link")
+        return extract(text)
+
+    monkeypatch.setattr(ingest, "extract_links", fragile)
+    path = write(tmp_path / "rows.csv", proper_csv(openreview_rows(3), OPENREVIEW_HEADER))
+    result = ingest.ingest([path])
+    assert by_name(result)["rows.csv"]["accepted"] == 2
+    reject = result.rejects.row(0, named=True)
+    assert (reject["rule"], reject["line"], reject["record_no"]) == ("cleaning_error", 3, 2)
+    assert "RuntimeError: cannot classify this link" in reject["reason"]
+    assert reject["raw_snippet"].startswith("or00001,")
+
+
+def test_a_value_that_does_not_fit_its_column_costs_its_record():
+    source = ingest.SourceFile(path="x.jsonl", sha256="0" * 64, bytes=1)
+    records = [
+        {"line": 1, "byte_offset": 0, "abstract_raw": "fine " * 30},
+        {"line": 2, "byte_offset": 151, "abstract_raw": "odd " * 30, "year": "MMXXIV"},
+    ]
+    (frame,) = ingest.record_batches(iter(records), source)
+    assert frame["abstract_raw"].to_list()[0] == "fine " * 30
+    bad = frame.row(1, named=True)
+    assert (bad["read_rule"], bad["line"], bad["record_no"]) == ("bad_value", 2, 2)
+    assert bad["read_reason"].startswith("a value does not fit its column: ")
+
+
+def test_a_truncated_gzip_keeps_the_records_before_the_break(tmp_path):
+    text = "".join(json.dumps(r) + "\n" for r in openreview_rows(300, seed=9))
+    path = write(tmp_path / "cut.jsonl.gz", gzip.compress(text.encode())[:-2000])
+    result = ingest.ingest([path])
+    source = by_name(result)["cut.jsonl.gz"]
+    assert source["error"] is None
+    assert 250 < source["accepted"] < 300
+    assert json.loads(source["rejected_by_rule"]) == {"unreadable_rest": 1}
+    reject = result.rejects.row(0, named=True)
+    assert reject["line"] == source["accepted"] + 1
+    assert re.match(r"the file could not be read after line \d+: EOFError", reject["reason"])
+    assert "reading stopped early" in source["warning"]
+
+
+def test_missing_venues_come_from_folders_or_are_warned_about_with_the_fix(tmp_path):
+    raw = tmp_path / "exports"
+    abstracts = sample_abstracts()
+    write(
+        raw / "NeurIPS2023-OpenReviewData" / "oral.csv",
+        proper_csv(openreview_rows(5), OPENREVIEW_HEADER),
+    )
+    write(raw / "iclr" / "2024" / "accepted.txt", "\n".join(abstracts[:3]) + "\n")
+    write(raw / "ICML18_paper.csv", proper_csv(openreview_rows(2), OPENREVIEW_HEADER))
+    write(raw / "acl-2025-long.jsonl", json.dumps({"abstract": abstracts[4]}) + "\n")
+    write(raw / "misc" / "dump.txt", "\n".join(abstracts[5:8]) + "\n")
+    records = [
+        {"abstract": abstracts[8], "venue": "TMLR", "year": 2022},
+        {"abstract": abstracts[9]},
+    ]
+    write(raw / "run01" / "mixed.jsonl", "".join(json.dumps(r) + "\n" for r in records))
+    result = ingest.ingest([raw])
+    files = by_name(result)
+    venues = result.records.group_by("source_path").agg(
+        pl.col("venue").unique(), pl.col("year").unique()
+    )
+    found = {
+        p.rsplit("/", 1)[-1]: (sorted(v, key=str), sorted(y, key=str))
+        for p, v, y in venues.iter_rows()
+    }
+    assert found == {
+        "oral.csv": (["NeurIPS"], [2023]),
+        "accepted.txt": (["ICLR"], [2024]),
+        "ICML18_paper.csv": (["ICML"], [2018]),
+        "acl-2025-long.jsonl": (["ACL"], [2025]),
+        "dump.txt": ([None], [None]),
+        "mixed.jsonl": ([None, "TMLR"], [2022, None]),
+    }
+    assert files["accepted.txt"]["metadata_from"] == "path iclr/2024"
+    assert files["oral.csv"]["warning"] is None
+    warning = files["dump.txt"]["warning"]
+    assert warning == (
+        f"of 3 accepted records, 3 no venue and 3 no year; set them in "
+        f'{raw / "paperlake.toml"}: files."misc/dump.txt" = '
+        '{ venue = "<venue>", year = <year> }'
+    )
+    assert (files["mixed.jsonl"]["no_venue"], files["mixed.jsonl"]["no_year"]) == (1, 1)
+
+    # The advice, filled in and pasted where it says, is a working settings line.
+    line = warning.split("paperlake.toml: ", 1)[1]
+    line = line.replace("<venue>", "Workshop").replace("<year>", "2021")
+    assert tomllib.loads(line) == {"files": {"misc/dump.txt": {"venue": "Workshop", "year": 2021}}}
+    write(raw / "paperlake.toml", line + "\n")
+    again = by_name(ingest.ingest([raw]))
+    assert (again["dump.txt"]["venue"], again["dump.txt"]["year"]) == ("Workshop", 2021)
+    assert again["dump.txt"]["warning"] is None
+
+
+def test_shifted_rows_are_rejoined_where_one_reading_fits_and_never_misassigned(tmp_path):
+    rows = openreview_rows(400)
+    # A few rows with commas that no reading can place: keywords without spaces beside a
+    # title with commas, and a title with a bare comma beside an author list.
+    for i in range(0, 400, 50):
+        rows[i]["keywords"] = rows[i]["keywords"].replace(", ", ",") + ",x,y"
+        rows[i]["title"] += ", revisited"
+    broken = write(tmp_path / "naive.csv", naive_csv(rows, OPENREVIEW_HEADER))
+    truth = write(tmp_path / "truth.csv", proper_csv(rows, OPENREVIEW_HEADER))
+    result = ingest.ingest([broken, truth])
+    files = by_name(result)
+    assert files["truth.csv"]["accepted"] == 400
+    shifted = sum(1 for row in rows if sum(v.count(",") for v in row.values()) > 0)
+    assert shifted == 400  # every row has a comma inside some field
+    repaired = json.loads(files["naive.csv"]["flag_counts"])["repaired_fields"]
+    assert repaired / shifted >= 0.95
+    assert files["naive.csv"]["rejected"] == 400 - repaired
+    columns = ["external_id", "title", "authors", "abstract", "keywords", "decision"]
+    got = result.records.filter(pl.col("source_path") == str(broken)).select(columns)
+    expected = result.records.filter(pl.col("source_path") == str(truth)).select(columns)
+    misassigned = got.join(expected, on=columns, how="anti")
+    assert misassigned.height == 0
+    rejected = set(result.rejects["record_no"].to_list())
+    assert all((no - 1) % 50 == 0 for no in rejected)
+
+
+def test_every_record_of_a_folder_of_hostile_exports_is_accounted(tmp_path):
+    raw = tmp_path / "hostile"
+    write_all(raw)
+    result = ingest.ingest([raw], max_words=1500)
+    files = by_name(result)
+    assert files["not_json.json"]["format"] == "lines"
+    assert files["not_json.json"]["error"] is None
+    assert files["latin1.csv"]["rejected"] > 0
+    assert json.loads(files["huge_line.txt"]["rejected_by_rule"]) == {"too_long": 1}
+    assert json.loads(files["no_abstract_column.csv"]["rejected_by_rule"]) == {"empty_abstract": 3}
+    assert result.sources["error"].null_count() == result.sources.height
+    assert result.records.height == result.sources["accepted"].sum()
+    assert result.rejects.height == result.sources["rejected"].sum()
