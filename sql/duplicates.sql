@@ -17,7 +17,8 @@ final as (
     select
         pairs.paper_a,
         pairs.paper_b,
-        round(pairs.score, 6)::float as score,
+        -- Rounded up, so that the stored float never falls below the threshold it passed.
+        (ceil(pairs.score * 1e6) / 1e6)::float as score,
         case when pairs.score >= 0.999 then 'identical' else 'near' end as kind,
         a.source_path as source_a,
         a.line as line_a,

@@ -212,3 +212,21 @@ def test_derived_tables_in_sql():
     assert "tokens" not in labels[topic_of["a"]] and "with" not in labels[topic_of["a"]]
     stats = con.execute("select venue, papers, papers_with_code, topics from venue_stats")
     assert stats.fetchall() == [("ICLR", 5, 1, 3)]
+
+
+def test_a_pair_just_above_the_threshold_is_stored_above_it():
+    con = connect()
+    con.execute(
+        "create table papers as select * from (values ('a', 'f.txt', 1), ('b', 'f.txt', 2))"
+        " t(paper_id, source_path, line)"
+    )
+    # 0.95000005 is the float32 just above 0.95; rounded to six places it would be stored as
+    # the float32 just below.
+    con.execute(
+        "create table similar_pairs as select 'a' as paper_id, 'b' as neighbor_id, "
+        "0.95000005::float as score"
+    )
+    con.execute("set variable duplicate_threshold = 0.95")
+    con.execute(f"create table duplicates as {read_sql('duplicates')}")
+    (score,) = con.execute("select score from duplicates").fetchone()
+    assert 0.95 <= score < 0.9500011
