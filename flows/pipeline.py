@@ -22,6 +22,7 @@ import numpy as np  # noqa: E402
 import polars as pl  # noqa: E402
 from prefect import flow, task  # noqa: E402
 from prefect.cache_policies import NO_CACHE  # noqa: E402
+from prefect.states import Failed, State  # noqa: E402
 
 from flows import aggregate, embed, ingest, publish, validate  # noqa: E402
 from flows.lake import connect, run_lock  # noqa: E402
@@ -232,7 +233,7 @@ def paperlake(
     min_words: int | None = None,
     max_words: int | None = None,
     force: bool = False,
-) -> RunSummary:
+) -> RunSummary | State:
     """Build a new warehouse version from raw abstract dumps.
 
     Every parameter left as None takes its value from Settings. With unchanged inputs and
@@ -254,7 +255,12 @@ def paperlake(
         "max_words": max_words,
     }
     settings = Settings(**{k: v for k, v in given.items() if v is not None})
-    return run_pipeline(settings, force=force)
+    try:
+        return run_pipeline(settings, force=force)
+    except validate.DataQualityError as exc:
+        # A stopped publish is the run's outcome, not a crash: the flow run ends Failed
+        # naming the checks, the caller gets the error, and no traceback is logged.
+        return Failed(message=str(exc), data=exc)
 
 
 # Services of a Prefect server that a single flow run does not need; the temporary server
@@ -309,15 +315,19 @@ def prefect_api(settings: Settings) -> Iterator[None]:
         "PREFECT__SERVER_FINAL": "1",
         **{f"PREFECT_SERVER_SERVICES_{name}_ENABLED": "false" for name in IDLE_SERVER_SERVICES},
     }
+    # flows.api_server is uvicorn that exits by itself if this process dies (SIGKILL too).
+    # In a session of its own it misses the terminal's Ctrl-C, so it keeps serving until
+    # this process has told it how the run ended, then is stopped below.
     server = subprocess.Popen(
         [
-            sys.executable, "-m", "uvicorn",
+            sys.executable, "-m", "flows.api_server", str(os.getpid()),
             "--app-dir", str(Path(prefect.__file__).parent.parent),
             "--factory", "prefect.server.api.server:create_app",
             "--host", "127.0.0.1", "--port", str(port),
             "--log-level", "error", "--lifespan", "on",
         ],
         env=env,
+        start_new_session=True,
     )  # fmt: skip
     url = f"http://127.0.0.1:{port}/api"
     try:

@@ -165,6 +165,7 @@ def test_bad_records_rejected_duplicates_kept_and_blocking_dq_stops_publish(
     assert result.exit_code == 1
     assert "run stopped before publish" in result.output
     assert "embeddings.expect_column_values_to_be_between(norm)" in result.output
+    assert "Traceback" not in result.output
     con = open_lake(Settings(warehouse=warehouse))
     assert published_versions(con) == [1, 2]
     assert con.execute("select count(*) from papers").fetchone() == (41,)
