@@ -1043,18 +1043,26 @@ def read_json_stream(stream: IO[bytes], fields: ObjectFields) -> Iterator[dict]:
         try:
             obj, end = parser.raw_decode(buf, pos)
         except json.JSONDecodeError as exc:
-            if not eof and len(buf) - pos < JSON_MAX_RECORD:
+            resume = _next_record_start(buf, pos)
+            if resume is None and not eof and len(buf) - pos < JSON_MAX_RECORD:
                 fill()
                 continue
-            yield {
+            record = {
                 "line": line_at,
                 "byte_offset": byte_at,
                 "read_rule": "invalid_json",
-                "read_reason": f"invalid JSON: {exc.msg} at line {exc.lineno}; "
-                "the rest of the file could not be split into records",
                 "raw_snippet": _valid(buf[pos : pos + SNIPPET_CHARS]),
             }
-            return
+            line = exc.lineno - buf.count("\n", 0, pos)
+            where = f"invalid JSON: {exc.msg} at line {line} of the record"
+            if resume is None:
+                yield record | {
+                    "read_reason": f"{where}; the rest of the file could not be split into records"
+                }
+                return
+            yield record | {"read_reason": f"{where}; reading goes on at the next record"}
+            advance(resume)
+            continue
         if end == len(buf) and not eof:
             fill()  # a number or literal at the end of the buffer may continue
             continue
@@ -1069,6 +1077,17 @@ def read_json_stream(stream: IO[bytes], fields: ObjectFields) -> Iterator[dict]:
             raw = _valid(raw)
             obj = json.loads(raw)
         yield fields.fill(record, obj, raw)
+
+
+def _next_record_start(buf: str, pos: int) -> int | None:
+    """Where the record after a broken one starts: the next line that opens an object at
+    the broken record's indentation (pretty-printed JSON), if the buffer holds one."""
+    line_start = buf.rfind("\n", 0, pos) + 1
+    indent = buf[line_start:pos]
+    if indent.strip():
+        return None  # the record does not start its line: no layout to resume by
+    found = buf.find(f"\n{indent}{{", pos + 1)
+    return None if found < 0 else found + 1
 
 
 def _valid(text: str) -> str:

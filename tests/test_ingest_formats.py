@@ -82,7 +82,12 @@ def test_unreadable_content_is_an_error(head, name, message):
 @pytest.mark.parametrize(
     ("head", "name", "expected", "note"),
     [
-        (b"Just prose, not JSON.\n", "a.json", ("lines", ""), "named .json but the content is lines"),
+        (
+            b"Just prose, not JSON.\n",
+            "a.json",
+            ("lines", ""),
+            "named .json but the content is lines",
+        ),
         (b"name,value\nx,1\n", "a.csv", ("csv", ","), None),
         (b"Plain text.\n", "a.parquet", ("lines", ""), "named .parquet but the content is lines"),
     ],
@@ -425,6 +430,21 @@ def test_json_array_with_a_broken_tail_keeps_what_came_before(tmp_path):
     assert reject["rule"] == "invalid_json"
     assert reject["byte_offset"] == text.index('{"abstract": "unterminated')
     assert "the rest of the file could not be split into records" in reject["reason"]
+
+
+def test_json_array_with_a_broken_object_goes_on_at_the_next_one(tmp_path):
+    items = [{"abstract": ONE}, {"abstract": TWO}, {"abstract": THREE}]
+    text = json.dumps(items, indent=2).replace('"abstract": "Protein', '"abstract": Protein')
+    path = write(tmp_path / "pretty.json", text)
+    result = ingest.ingest([path])
+    assert accounted(result) == {"pretty.json": (3, 2, 1)}
+    assert sorted(result.records["abstract"].to_list()) == sorted([ONE, THREE])
+    reject = result.rejects.row(0, named=True)
+    assert (reject["rule"], reject["line"]) == ("invalid_json", 5)
+    assert reject["byte_offset"] == text.index("{", text.index(ONE))
+    assert reject["reason"] == (
+        "invalid JSON: Expecting value at line 2 of the record; reading goes on at the next record"
+    )
 
 
 def test_html_entities_and_tags_are_decoded_and_stripped(tmp_path):
