@@ -49,6 +49,8 @@ BATCH_CHARS = 32 << 20
 SNIPPET_CHARS = 200
 SNIFF_BYTES = 64 << 10
 JSON_CHUNK = 1 << 20
+# Lists nested deeper than this in a field value are not read further.
+MAX_VALUE_DEPTH = 20
 # A JSON value that does not parse within this many characters is taken as broken.
 JSON_MAX_RECORD = 64 << 20
 CSV_FIELD_LIMIT = 16 << 20
@@ -415,8 +417,10 @@ def file_digest(path: Path) -> tuple[str, int]:
 
 def parse_header(line: str) -> tuple[str, int] | None:
     """Venue and year from a header line such as "ICLR 2026 Papers"; None if it is not one."""
+    if len(line) > 120:  # checked first: the pattern is slow on long lines
+        return None
     match = HEADER_RE.match(line)
-    if not match or len(line) > 120:
+    if not match:
         return None
     return match.group("venue").strip(), int(match.group("year"))
 
@@ -678,8 +682,8 @@ def _sniff_json(text: str) -> tuple[str, str] | None:
         return None
     first, newline, _ = start.partition("\n")
     try:
-        obj = json.loads(first)
-    except ValueError:
+        obj = json.loads(first, parse_int=parse_json_int)
+    except (ValueError, RecursionError):
         # A line longer than the sniffed bytes is still JSON Lines; otherwise the objects
         # are pretty-printed and read as a stream of JSON values.
         return ("jsonl", "") if not newline else ("json", "")
@@ -705,7 +709,10 @@ def _sniff_delimited(
     for delimiter in delimiters:
         if delimiter not in first:
             continue
-        names = next(csv.reader([first], delimiter=delimiter))
+        try:
+            names = next(csv.reader([first], delimiter=delimiter))
+        except csv.Error:
+            continue
         score = len(map_columns(names, columns)) if require_abstract else len(names)
         fits = "abstract_raw" in map_columns(names, columns) or not require_abstract
         if fits and (best is None or score > best[0]):
@@ -751,8 +758,12 @@ def map_columns(names: Sequence[str], columns: Mapping[str, str] | None = None) 
     return out
 
 
-def as_text(value: Any) -> str | None:
-    """A field value as text: numbers without a trailing .0, lists one item per line."""
+def as_text(value: Any, depth: int = 0) -> str | None:
+    """A field value as text: numbers without a trailing .0, lists one item per line.
+
+    Whatever the value (nested past any sense, an integer of thousands of digits, a dict
+    with tuple keys), the answer is text or None, never an exception.
+    """
     if value is None:
         return None
     if isinstance(value, str):
@@ -760,12 +771,17 @@ def as_text(value: Any) -> str | None:
     if isinstance(value, bool):
         return str(value).lower()
     if isinstance(value, float) and value.is_integer():
-        return str(int(value))
+        value = int(value)
     if isinstance(value, (list, tuple)):
-        return "\n".join(t for t in (as_text(v) for v in value) if t is not None)
-    if isinstance(value, dict):
-        return json.dumps(value, ensure_ascii=False, default=str)
-    return str(value)
+        if depth >= MAX_VALUE_DEPTH:
+            return None
+        return "\n".join(t for t in (as_text(v, depth + 1) for v in value) if t is not None)
+    try:
+        if isinstance(value, dict):
+            return json.dumps(value, ensure_ascii=False, default=str)
+        return str(value)
+    except (TypeError, ValueError, RecursionError):  # odd keys, deep nesting, huge integers
+        return f"<{type(value).__name__} that cannot be shown as text>"
 
 
 def short_text(value: Any) -> str | None:
@@ -793,14 +809,21 @@ def parse_list(value: Any, separators: str = r"\s*[;,]\s*") -> list[str]:
 
 
 def _list_literal(text: str) -> list:
-    """Items of "["a", "b"]" (JSON) or "['a', 'b']" (Python); else split the inside on commas."""
+    """Items of "["a", "b"]" (JSON) or "['a', 'b']" (Python); else split the inside on commas.
+
+    Brackets nested too deep to parse hold no items.
+    """
     try:
-        items = json.loads(text)
+        items = json.loads(text, parse_int=parse_json_int)
+    except RecursionError:
+        return []
     except ValueError:
         try:
             # Literals only: ast.literal_eval evaluates no code.
             items = ast.literal_eval(text) if len(text) < 100_000 else None
-        except (ValueError, SyntaxError, MemoryError, RecursionError):
+        except RecursionError:
+            return []
+        except (ValueError, TypeError, SyntaxError, MemoryError):
             items = None
     if isinstance(items, (list, tuple)):
         return list(items)
@@ -814,9 +837,10 @@ def parse_authors(parsed: Any, authors: Any) -> list[str]:
         for item in parsed:
             if isinstance(item, (list, tuple)):
                 last, first, suffix = (list(item) + ["", "", ""])[:3]
-                names.append(" ".join(str(p).strip() for p in (first, last, suffix) if p))
-            elif item:
-                names.append(str(item))
+                parts = (short_text(p) for p in (first, last, suffix))
+                names.append(" ".join(p for p in parts if p))
+            elif text := short_text(item):
+                names.append(text)
         return [n for n in names if n]
     if isinstance(authors, (list, tuple)):
         out = []
@@ -843,7 +867,7 @@ def parse_year(value: Any) -> int | None:
         return None
     if isinstance(value, (int, float)):
         return int(value) if 1800 <= value <= 2100 else None
-    match = YEAR_RE.search(str(value))
+    match = YEAR_RE.search(as_text(value) or "")
     return int(match.group(1)) if match else None
 
 
@@ -900,8 +924,12 @@ def record_fields(values: Mapping[str, Any], extra: Mapping[str, Any] | None = N
     year = parse_year(values.get("year"))
     venue = short_text(values.get("venue"))
     if _is_arxiv(extra):
-        versions = extra.get("versions") or []
-        first = versions[0].get("created") if versions and isinstance(versions[0], dict) else None
+        versions = extra.get("versions")
+        first = (
+            versions[0].get("created")
+            if isinstance(versions, list) and versions and isinstance(versions[0], dict)
+            else None
+        )
         year = year or parse_year(first) or parse_year(extra.get("update_date"))
         venue = venue or "arXiv"
     return {
@@ -983,8 +1011,8 @@ def read_jsonl(stream: IO[bytes], fields: ObjectFields) -> Iterator[dict]:
             yield record
             continue
         try:
-            obj = json.loads(text)
-        except ValueError as exc:
+            obj = json.loads(text, parse_int=parse_json_int)
+        except (ValueError, RecursionError) as exc:
             record["read_rule"] = "invalid_json"
             record["read_reason"] = f"invalid JSON: {_json_error(exc)}"
             record["raw_snippet"] = snippet(text)
@@ -993,10 +1021,17 @@ def read_jsonl(stream: IO[bytes], fields: ObjectFields) -> Iterator[dict]:
         yield fields.fill(record, obj, text)
 
 
-def _json_error(exc: ValueError) -> str:
+def _json_error(exc: Exception) -> str:
     if isinstance(exc, json.JSONDecodeError):
         return f"{exc.msg} at column {exc.colno}"
+    if isinstance(exc, RecursionError):
+        return "nested too deeply"
     return str(exc)
+
+
+def parse_json_int(text: str) -> int | float:
+    """A JSON integer; one too long for Python's int conversion becomes a float (inf)."""
+    return int(text) if len(text) < 4000 else float(text)
 
 
 def read_json_stream(stream: IO[bytes], fields: ObjectFields) -> Iterator[dict]:
@@ -1006,7 +1041,7 @@ def read_json_stream(stream: IO[bytes], fields: ObjectFields) -> Iterator[dict]:
     becomes one rejected record at that place.
     """
     decoder = codecs.getincrementaldecoder("utf-8")("surrogateescape")
-    parser = json.JSONDecoder()
+    parser = json.JSONDecoder(parse_int=parse_json_int)
     skip = re.compile(r"[\s,]*")
     buf, pos, eof = "", 0, False
     byte_at, line_at = 0, 1  # where buf[pos] lies in the file
@@ -1042,9 +1077,10 @@ def read_json_stream(stream: IO[bytes], fields: ObjectFields) -> Iterator[dict]:
             continue
         try:
             obj, end = parser.raw_decode(buf, pos)
-        except json.JSONDecodeError as exc:
+        except (ValueError, RecursionError) as exc:
             resume = _next_record_start(buf, pos)
-            if resume is None and not eof and len(buf) - pos < JSON_MAX_RECORD:
+            truncated = isinstance(exc, json.JSONDecodeError)
+            if truncated and resume is None and not eof and len(buf) - pos < JSON_MAX_RECORD:
                 fill()
                 continue
             record = {
@@ -1053,8 +1089,11 @@ def read_json_stream(stream: IO[bytes], fields: ObjectFields) -> Iterator[dict]:
                 "read_rule": "invalid_json",
                 "raw_snippet": _valid(buf[pos : pos + SNIPPET_CHARS]),
             }
-            line = exc.lineno - buf.count("\n", 0, pos)
-            where = f"invalid JSON: {exc.msg} at line {line} of the record"
+            if isinstance(exc, json.JSONDecodeError):
+                line = exc.lineno - buf.count("\n", 0, pos)
+                where = f"invalid JSON: {exc.msg} at line {line} of the record"
+            else:
+                where = f"invalid JSON: {_json_error(exc)}"
             if resume is None:
                 yield record | {
                     "read_reason": f"{where}; the rest of the file could not be split into records"
@@ -1075,7 +1114,7 @@ def read_json_stream(stream: IO[bytes], fields: ObjectFields) -> Iterator[dict]:
             before = len(raw[: exc.start].encode("utf-8", "surrogateescape"))
             record["decode_error"] = f"invalid UTF-8 at byte {record['byte_offset'] + before}"
             raw = _valid(raw)
-            obj = json.loads(raw)
+            obj = json.loads(raw, parse_int=parse_json_int)
         yield fields.fill(record, obj, raw)
 
 
@@ -1131,7 +1170,10 @@ def read_delimited(stream: IO[bytes], delimiter: str, columns: Mapping[str, str]
     # strict: a quote in the wrong place is an error for that row, where a lenient reader
     # would silently run the following rows into one field.
     reader = csv.reader(feed, delimiter=delimiter, strict=True)
-    header = next(reader, [])
+    try:
+        header = next(reader, [])
+    except csv.Error as exc:
+        raise IngestError(f"the header line cannot be read as CSV: {exc}") from None
     if header:
         header[0] = header[0].lstrip("\ufeff")
     positions = map_columns(header, columns)
