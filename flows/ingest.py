@@ -56,6 +56,8 @@ JSON_MAX_RECORD = 64 << 20
 CSV_FIELD_LIMIT = 16 << 20
 SETTINGS_FILE = "paperlake.toml"
 SEEDS_DIR = SQL_DIR / "seeds"
+# Files in a raw folder that describe the data rather than hold it.
+DOCUMENTATION_RE = re.compile(r"(?i)^(?:readme|license|licence|changelog|notice)(?:\.\w+)?$")
 FORMATS = ("blocks", "lines", "jsonl", "arxiv", "json", "csv", "tsv", "parquet")
 REJECT_RULES = (
     "empty_abstract",
@@ -1891,8 +1893,6 @@ def ingest_file(
         fmt, delimiter = detect_format(head, path.name, override)
         layout = Layout(fmt, gz, delimiter or ",")
         source.format = layout.label
-        if not override.format and (mismatch := name_mismatch(fmt, path.name)):
-            notes.append(mismatch)
         header = None
         if fmt in ("blocks", "lines"):
             first_line = head.split(b"\n", 1)[0].decode("utf-8", errors="replace")
@@ -2025,6 +2025,18 @@ def ingest(
         if path.name == SETTINGS_FILE:
             settings_seen.setdefault(path.resolve(), path)
             continue
+        if DOCUMENTATION_RE.match(path.name) and path not in roots:
+            sha, size = file_digest(path)
+            files.append(
+                SourceFile(
+                    str(path),
+                    sha,
+                    size,
+                    format="documentation",
+                    warning=("documentation, not data: not read (name it with --raw to read it)"),
+                )
+            )
+            continue
         override, settings = overrides.for_file(path)
         if settings is not None:
             settings_seen.setdefault(settings.resolve(), settings)
@@ -2055,9 +2067,12 @@ def ingest(
                 stored = [writer.folder / n for n in writer.names]
             records.extend((p, str(path)) for p in stored)
             rejected.extend(bad)
-        # Said after caching: the advice names the file's current place.
-        if advice := metadata_warning(source, folder, relative):
-            source.warning = "; ".join(filter(None, (source.warning, advice)))
+        # Said after caching, since files of equal content share a parse: what the file's
+        # name and place mean for it.
+        fmt = (source.format or "").removesuffix(".gz")
+        mismatch = None if override.format or not fmt else name_mismatch(fmt, path.name)
+        advice = metadata_warning(source, folder, relative)
+        source.warning = "; ".join(filter(None, (mismatch, source.warning, advice))) or None
         files.append(source)
     for key, settings in settings_seen.items():
         overrides.rules(settings)

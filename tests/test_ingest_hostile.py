@@ -178,3 +178,24 @@ def test_every_record_of_a_folder_of_hostile_exports_is_accounted(tmp_path):
     assert result.sources["error"].null_count() == result.sources.height
     assert result.records.height == result.sources["accepted"].sum()
     assert result.rejects.height == result.sources["rejected"].sum()
+
+
+def test_what_a_name_says_is_said_of_each_file_even_when_contents_are_equal(tmp_path):
+    raw, cache = tmp_path / "raw", tmp_path / "cache"
+    text = "\n".join(sample_abstracts()[:2]) + "\n"
+    write(raw / "a_not_json.json", text)
+    write(raw / "b_plain.txt", text)
+    write(raw / "README.md", "# About these files\n\n" + text)
+    for _ in range(2):  # parsed, then from the parse cache
+        files = by_name(ingest.ingest([raw], cache_dir=cache))
+        assert files["a_not_json.json"]["warning"].startswith(
+            "named .json but the content is lines; read as lines; of 2 accepted records"
+        )
+        assert files["b_plain.txt"]["warning"].startswith("of 2 accepted records")
+        assert (files["README.md"]["format"], files["README.md"]["records_seen"]) == (
+            "documentation",
+            0,
+        )
+        assert files["README.md"]["warning"].startswith("documentation, not data: not read")
+    named = by_name(ingest.ingest([raw / "README.md"]))
+    assert (named["README.md"]["records_seen"], named["README.md"]["accepted"]) == (2, 1)
