@@ -2146,7 +2146,7 @@ def build_papers(records: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
 
 
 def file_report(sources: pl.DataFrame) -> pl.DataFrame:
-    """Per file: format, records seen, accepted, rejected (by rule), flags and error."""
+    """Per file: format, records seen, accepted, rejected (by rule), flags, error, warning."""
 
     def counts(text: str | None) -> str:
         spec = json.loads(text) if text else {}
@@ -2161,6 +2161,7 @@ def file_report(sources: pl.DataFrame) -> pl.DataFrame:
         rejected_by_rule=pl.col("rejected_by_rule").map_elements(counts, return_dtype=pl.String),
         flags=pl.col("flag_counts").map_elements(counts, return_dtype=pl.String),
         error="error",
+        warning="warning",
     )
 
 

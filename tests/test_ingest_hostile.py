@@ -199,3 +199,25 @@ def test_what_a_name_says_is_said_of_each_file_even_when_contents_are_equal(tmp_
         assert files["README.md"]["warning"].startswith("documentation, not data: not read")
     named = by_name(ingest.ingest([raw / "README.md"]))
     assert (named["README.md"]["records_seen"], named["README.md"]["accepted"]) == (2, 1)
+
+
+def test_validate_on_hostile_exports_shows_no_traceback_and_accounts_for_every_file(tmp_path):
+    import subprocess
+    import sys
+
+    raw = tmp_path / "hostile"
+    write_all(raw)
+    done = subprocess.run(
+        [sys.executable, "-m", "flows.cli", "validate", str(raw), "--format", "json"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "Traceback" not in done.stderr + done.stdout
+    files = json.loads(done.stdout)
+    assert len(files) == 9
+    assert all(f["seen"] == f["accepted"] + f["rejected"] for f in files)
+    assert sum(f["seen"] for f in files) == 3201
+    warned = {f["path"].rsplit("/", 1)[-1]: f["warning"] for f in files if f["warning"]}
+    assert warned["not_json.json"].startswith("named .json but the content is lines")

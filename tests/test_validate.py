@@ -166,6 +166,7 @@ def test_file_report_page_is_linked_from_the_data_docs(validator, tmp_path):
             "rejected_by_rule": ['{"empty_abstract": 3}', "{}"],
             "flag_counts": ['{"all_lowercase": 1}', "{}"],
             "error": [None, "b.json: binary content"],
+            "warning": [None, None],
         }
     )
     index = validator.build_docs()
