@@ -20,6 +20,7 @@ from rich.markup import escape  # noqa: E402
 from rich.table import Table  # noqa: E402
 
 from flows.lake import WarehouseError, open_lake, read_sql  # noqa: E402
+from flows.stopping import stops_on_signals  # noqa: E402
 
 app = typer.Typer(
     help="Raw dumps of paper abstracts into a versioned, quality-checked DuckLake warehouse.",
@@ -74,6 +75,7 @@ def fail(message: str, code: int = 1) -> None:
 
 
 @app.command()
+@stops_on_signals
 def run(
     raw: Annotated[
         list[Path] | None,
@@ -176,7 +178,9 @@ def validate_raw(
     if fmt != Format.table:
         print_frame(report, fmt)
         return
-    print_frame(report.rename({"rejected_by_rule": "rejected by rule"}), fmt, title="raw files")
+    # Warnings are long; they follow the table, one line each.
+    table = report.drop("warning").rename({"rejected_by_rule": "rejected by rule"})
+    print_frame(table, fmt, title="raw files")
     sources = result.sources
     out.print(
         f"files: {sources.height}  records seen: {sources['records_seen'].sum()}  "

@@ -47,7 +47,10 @@ def connect(database: str = ":memory:") -> duckdb.DuckDBPyConnection:
 
     DuckDB cannot download extensions here, so each is installed from its wheel's file.
     """
+    # No progress bar: its callback into Python can swallow the exception a stop signal
+    # raises during a long query, so SIGTERM or Ctrl-C would wait for the query to end.
     con = duckdb.connect(database)
+    con.execute("set enable_progress_bar = false")
     for name in EXTENSIONS:
         try:
             con.execute(f"LOAD {name}")

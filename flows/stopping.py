@@ -1,0 +1,130 @@
+"""Stopping a command on SIGTERM or Ctrl-C: within seconds, with one line, nothing half-done.
+
+The signal unwinds the main thread as an exception, so the warehouse lock is released, an
+open publish transaction rolls back, Prefect marks the flow run crashed and the temporary
+Prefect server stops, as on any error. Torch, DuckDB and Prefect each report an interrupt
+their own way (DuckDB raises RuntimeError; inside a flow Prefect turns SIGTERM into its
+TerminationSignal and logs the crash, with a traceback when DuckDB has converted it), so a
+thread that learns of the signal from the wakeup fd, wherever the main thread is, says the
+one line at once, silences what follows, and ends the process if unwinding takes more
+than GRACE_SECONDS. Ending anywhere is safe: a DuckLake commit is atomic and the caches
+are renamed into place.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import select
+import signal
+import socket
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+GRACE_SECONDS = 5.0
+
+
+class Stopped(KeyboardInterrupt):
+    """SIGINT or SIGTERM arrived; args[0] is its number."""
+
+
+class SignalStop:
+    """While entered, in the main thread, SIGINT and SIGTERM stop the work as described above.
+
+    The wakeup fd gets a byte for every signal before the main thread runs its handler, so
+    once the main thread sees an exception that a signal raised, `received()` knows it.
+    """
+
+    def __init__(self, what: str) -> None:
+        self.what = what
+        self.signum: int | None = None
+        self.ended = False
+        self.lock = threading.Lock()
+
+    def __enter__(self) -> SignalStop:
+        self.receiver, self.sender = socket.socketpair()
+        self.receiver.setblocking(False)
+        self.sender.setblocking(False)
+        self.handlers = {s: signal.signal(s, self.raise_stopped) for s in STOP_SIGNALS}
+        self.wakeup = signal.set_wakeup_fd(self.sender.fileno(), warn_on_full_buffer=False)
+        threading.Thread(target=self.watch, name="signal-stop", daemon=True).start()
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        signal.set_wakeup_fd(self.wakeup)
+        for signum, handler in self.handlers.items():
+            signal.signal(signum, handler)
+        self.received()
+        self.ended = True
+        self.sender.close()  # wakes the watcher, which ends unless a stop is under way
+
+    def raise_stopped(self, signum: int, frame: object) -> None:
+        raise Stopped(signum)
+
+    def received(self) -> int | None:
+        """The stop signal that arrived, if any; whoever sees it first announces it."""
+        with self.lock:
+            if self.signum is None:
+                try:
+                    data = self.receiver.recv(256)
+                except BlockingIOError:
+                    data = b""
+                stops = [byte for byte in data if byte in STOP_SIGNALS]
+                if stops:
+                    self.signum = stops[0]
+                    self.announce()
+            return self.signum
+
+    def announce(self) -> None:
+        """Write the one line, then send whatever else this process writes to /dev/null."""
+        stdout, stderr = os.dup(1), os.dup(2)
+        null = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(null, 1)
+        os.dup2(null, 2)
+        os.close(null)
+        for fd in (stdout, stderr):
+            if os.isatty(fd):
+                os.write(fd, b"\x1b[?25h")  # a progress bar may have hidden the cursor
+        name = signal.Signals(self.signum).name
+        line = (
+            f"error: {self.what} stopped by {name}; a version is published whole or not at "
+            "all: `paperlake versions` shows the current one\n"
+        )
+        if os.isatty(stderr):
+            line = "\n" + line  # ends the line that ^C or a progress bar left open
+        os.write(stderr, line.encode())
+        os.close(stdout)
+        os.close(stderr)
+
+    def watch(self) -> None:
+        """Wait for a stop signal; then give the main thread GRACE_SECONDS to unwind."""
+        while self.received() is None:
+            if self.ended:
+                self.receiver.close()
+                return
+            select.select([self.receiver], [], [], 0.2)  # or the main thread took the byte
+        time.sleep(GRACE_SECONDS)
+        os._exit(128 + self.signum)
+
+
+def stops_on_signals(command: Callable[..., Any]) -> Callable[..., Any]:
+    """Run `command` under SignalStop; a stopped command exits with 128 + the signal."""
+
+    @functools.wraps(command)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        if threading.current_thread() is not threading.main_thread():
+            return command(*args, **kwargs)  # only the main thread may handle signals
+        with SignalStop(command.__name__) as stop:
+            try:
+                result = command(*args, **kwargs)
+            except BaseException:
+                if stop.received() is None:
+                    raise
+        if stop.signum is None:
+            return result
+        raise SystemExit(128 + stop.signum)
+
+    return wrapper
