@@ -123,7 +123,9 @@ def run(
             out.print("embeddings computed: 0")
             return
 
-    from flows.pipeline import paperlake, prefect_api
+    from flows import embed
+    from flows.pipeline import paperlake
+    from flows.prefect_server import ServerError, run_api
     from flows.validate import DataQualityError
 
     params = {
@@ -135,10 +137,15 @@ def run(
         "n_topics": topics,
         "force": force or None,
     }
+    chosen = settings.with_(**overrides)
     try:
         started = time.perf_counter()
-        with prefect_api(settings.with_(**overrides)):
-            # Start-up: the Prefect API and the model, loaded side by side.
+
+        def load_model() -> None:
+            embed.load_model(chosen.model, chosen.device, chosen.precision)
+
+        # Start-up: the Prefect API and the model, side by side.
+        with run_api(chosen, while_starting=load_model):
             startup = round(time.perf_counter() - started, 3)
             summary = paperlake(**{k: v for k, v in params.items() if v is not None})
         summary.stage_seconds = {"startup": startup, **summary.stage_seconds}
@@ -146,7 +153,7 @@ def run(
         err.print(f"[red]run stopped before publish:[/red] {exc}")
         err.print("The previous version stays current. Details: " + str(settings.dq_path))
         raise typer.Exit(1) from None
-    except (FileNotFoundError, ValueError, WarehouseError) as exc:
+    except (FileNotFoundError, ValueError, WarehouseError, ServerError) as exc:
         fail(str(exc))
     print_summary(summary)
 
@@ -201,12 +208,21 @@ def validate_raw(
 
 def print_summary(summary) -> None:
     """The end-of-run report: counts, version, data quality, seconds per stage."""
+    from flows.validate import outcome_lines
+
     if summary.status == "up to date":
         out.print(f"up to date at version {summary.version}: inputs and config unchanged")
         out.print("embeddings computed: 0")
         return
+    # The data-quality lines are worded once, for this summary and the data-quality page.
+    (label, outcome), *quality = outcome_lines(
+        summary.dq_outcome, summary.dq_failures, summary.dq_warnings
+    )
     lines = [
-        f"[bold]version {summary.version}[/bold] published (run {summary.run_id[:8]})",
+        f"[bold]version {summary.version}[/bold] of {summary.warehouse} published "
+        f"(run {summary.run_id[:8]}, flow run {summary.flow_run}"
+        + (f", {summary.flow_run_url}" if summary.flow_run_url else "")
+        + ")",
         f"files: {summary.files}  records seen: {summary.records_seen}  "
         f"accepted: {summary.accepted}  rejected: {summary.rejected}"
         + (
@@ -218,17 +234,20 @@ def print_summary(summary) -> None:
         f"near-duplicate pairs: {summary.near_duplicate_pairs}  topics: {summary.topics}",
         f"embeddings computed: {summary.embedded}  reused: {summary.embeddings_reused}  "
         f"files parsed: {summary.files_parsed} of {summary.files}",
-        f"data quality: {summary.dq_outcome}",
+        f"{label}: {escape(outcome)}",
         "seconds: " + "  ".join(f"{k} {v:.1f}" for k, v in summary.stage_seconds.items()),
     ]
     for error in summary.file_errors:
         lines.append(f"[yellow]skipped file:[/yellow] {escape(error)}")
     for warning in summary.file_warnings:
         lines.append(f"[yellow]warning:[/yellow] {escape(warning)}")
-    for warning in summary.dq_warnings:
-        lines.append(f"[yellow]data-quality warning:[/yellow] {escape(warning)}")
+    for label, text in quality:
+        color = "red" if "failure" in label else "yellow"
+        lines.append(f"[{color}]{label}:[/{color}] {escape(text)}")
     if summary.data_docs:
         lines.append(f"data docs: {summary.data_docs}")
+    if getattr(summary, "dq_page", None):
+        lines.append(f"data-quality page: {summary.dq_page}")
     for line in lines:
         out.print(line)
 
@@ -416,25 +435,112 @@ def report(
     out.print(str(path), highlight=False)
 
 
+class PageFormat(StrEnum):
+    html = "html"
+    json = "json"
+
+
+DQ_HELP = (
+    "Data quality of a published version (default: the latest) as one offline HTML page, "
+    "or --format json. It shows the run's outcome in the words `run` printed; every suite "
+    "and expectation with its severity (blocking or warning), outcome, observed value "
+    "against its threshold and failing rows (title, file:line, offending value); each raw "
+    "file's records seen, accepted, rejected by rule, flags and warning; and a trend over "
+    "recent versions. Every run writes the page of the version it publishes "
+    "(warehouse/dq-v<N>.html); a run stopped by a blocking check writes "
+    "warehouse/dq/<run_id>.html instead."
+)
+
+
+@app.command(name="dq", help=DQ_HELP)
+def data_quality(
+    warehouse: WarehouseOpt = None,
+    version: VersionOpt = None,
+    fmt: Annotated[
+        PageFormat, typer.Option("--format", help="html (a page; prints its path) or json.")
+    ] = PageFormat.html,
+    output: Annotated[
+        Path | None,
+        typer.Option("--output", "-o", help="HTML file (default: warehouse/dq-v<N>.html)."),
+    ] = None,
+) -> None:
+    """Write the data-quality page of a version (see DQ_HELP); print its path."""
+    from flows import dq
+
+    settings = settings_for(warehouse)
+    try:
+        if fmt == PageFormat.json:
+            page = dq.build(settings, version)
+            dq.link_data_docs(page, settings)
+            sys.stdout.write(json.dumps(dq.as_json(page), indent=2, default=str) + "\n")
+            return
+        path = dq.write_page(settings, version, output)
+    except WarehouseError as exc:
+        fail(str(exc))
+    out.print(str(path), highlight=False)
+
+
 @app.command()
 def serve(
-    cron: Annotated[str, typer.Option(help="Cron schedule, e.g. '0 6 * * *' (06:00 daily).")],
+    cron: Annotated[
+        str | None, typer.Option(help="Cron schedule, e.g. '0 6 * * *' (06:00 UTC daily).")
+    ] = None,
+    interval: Annotated[
+        int | None, typer.Option(help="Or: run every this many seconds.", min=1)
+    ] = None,
     raw: Annotated[
         list[Path] | None, typer.Option("--raw", "-r", help="Raw file or folder; repeatable.")
     ] = None,
     warehouse: WarehouseOpt = None,
     name: Annotated[str, typer.Option(help="Deployment name.")] = "scheduled",
+    port: Annotated[int, typer.Option(help="Port of the Prefect server and its UI.")] = 4200,
 ) -> None:
-    """Serve the flow as a Prefect deployment that runs on a cron schedule."""
-    from flows.pipeline import paperlake
+    """Run the flow on a schedule, served from this process, with the Prefect UI.
 
+    Without PREFECT_API_URL this starts a Prefect server (UI at http://127.0.0.1:PORT,
+    its database in the warehouse folder) and stops it on Ctrl-C or SIGTERM; with
+    PREFECT_API_URL set it serves against that server and starts none.
+    """
+    from prefect import serve as serve_deployments
+
+    from flows.pipeline import paperlake
+    from flows.prefect_server import ServerError, next_run_times, persistent_api, port_in_use
+
+    if (cron is None) == (interval is None):
+        fail("give one schedule: --cron '0 6 * * *' or --interval SECONDS")
     settings = settings_for(warehouse)
     parameters = {
         "raw": [str(p.resolve()) for p in (raw or settings.raw)],
         "warehouse": str(settings.warehouse.resolve()),
     }
-    out.print(f"serving deployment paperlake/{name} on schedule {cron!r}; Ctrl-C stops it")
-    paperlake.serve(name=name, cron=cron, parameters=parameters)
+    missing = [p for p in parameters["raw"] if not Path(p).exists()]
+    if missing:
+        fail(f"raw input {', '.join(missing)} does not exist")
+    from prefect.settings import PREFECT_API_URL
+
+    if not PREFECT_API_URL.value() and port_in_use(port):
+        fail(f"port {port} is in use; choose another with --port")
+    try:
+        with persistent_api(settings, port) as (api_url, ui_url):
+            deployment = paperlake.to_deployment(
+                name=name, cron=cron, interval=interval, parameters=parameters
+            )
+            out.print(f"Prefect API: {api_url}", highlight=False)
+            if ui_url:
+                out.print(f"Prefect UI: {ui_url}  (runs, logs and artifacts)", highlight=False)
+            when = ", ".join(t.strftime("%H:%M:%S") for t in next_run_times(cron, interval))
+            every = f"cron {cron!r}" if cron else f"every {interval} s"
+            out.print(
+                f"serving paperlake/{name} ({every}); next runs at about {when} UTC; "
+                "Ctrl-C or SIGTERM stops it",
+                highlight=False,
+            )
+            # One run at a time: a run that would start while another holds the
+            # warehouse waits for it instead.
+            serve_deployments(deployment, print_starting_message=False, limit=1)
+    except ServerError as exc:
+        fail(str(exc))
+    out.print("stopped: the schedule and the Prefect server it started")
 
 
 def main() -> None:

@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import json
+import logging
 import platform
 import time
 import uuid
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from importlib.metadata import version as package_version
@@ -25,7 +24,9 @@ from prefect.cache_policies import NO_CACHE  # noqa: E402
 from prefect.states import Failed, State  # noqa: E402
 
 from flows import aggregate, embed, ingest, publish, validate  # noqa: E402
-from flows.lake import connect, run_lock  # noqa: E402
+from flows import dq as dq_page  # noqa: E402
+from flows.lake import WarehouseBusy, connect, run_lock  # noqa: E402
+from flows.prefect_server import slug  # noqa: E402
 
 PACKAGES = (
     "paperlake",
@@ -45,6 +46,9 @@ class RunSummary:
     """What a run did, as printed by the CLI and stored in the runs table."""
 
     run_id: str
+    warehouse: str = ""
+    flow_run: str | None = None  # Prefect's name of the flow run, and its UI page if any
+    flow_run_url: str | None = None
     version: int | None = None
     status: str = "running"  # running | published | up to date | failed
     files: int = 0
@@ -65,6 +69,7 @@ class RunSummary:
     dq_failures: list[str] = field(default_factory=list)
     dq_warnings: list[str] = field(default_factory=list)
     data_docs: str | None = None
+    dq_page: str | None = None  # the self-contained data-quality page of this run
     stage_seconds: dict[str, float] = field(default_factory=dict)
     changes: dict[str, list[int]] = field(default_factory=dict)
 
@@ -143,9 +148,6 @@ def validate_tables(
         for name in validate.suite_names()
     ]
     docs = validator.build_docs()
-    if docs is not None:  # the per-file ingest report sits beside the Data Docs
-        report = ingest.file_report(table_frame(con, "sources"))
-        validate.write_file_report(report, docs.parent, run_id, settings.max_reject_share)
     return pl.concat(results), docs
 
 
@@ -185,16 +187,29 @@ def write_dq_file(settings: Settings, run_id: str, results: pl.DataFrame) -> Pat
     return path
 
 
+def run_logger() -> logging.Logger | logging.LoggerAdapter:
+    """The flow run's logger (its records reach the Prefect API), or a plain one outside."""
+    from prefect.context import FlowRunContext
+    from prefect.logging import get_run_logger
+
+    return get_run_logger() if FlowRunContext.get() else logging.getLogger("paperlake")
+
+
 def report_artifacts(summary: RunSummary, dq: pl.DataFrame | None) -> None:
-    """A markdown run summary and a table of data-quality results, shown in the Prefect UI."""
+    """A markdown run summary and a table of data-quality results, shown in the Prefect UI.
+
+    Their keys carry a slug of the warehouse, so each warehouse has its own history.
+    """
     from prefect.artifacts import create_markdown_artifact, create_table_artifact
     from prefect.context import FlowRunContext
 
     if FlowRunContext.get() is None:
         return
+    key = slug(Path(summary.warehouse))
     lines = [
         f"# paperlake run {summary.run_id[:8]}: {summary.status}",
         "",
+        f"- warehouse: {summary.warehouse}",
         f"- version: {summary.version}",
         f"- files: {summary.files} ({summary.files_parsed} parsed, the rest unchanged)",
         f"- records seen / accepted / rejected: {summary.records_seen} / {summary.accepted} / "
@@ -207,14 +222,15 @@ def report_artifacts(summary: RunSummary, dq: pl.DataFrame | None) -> None:
     lines += [f"- failed: {f}" for f in summary.dq_failures]
     lines += [f"- skipped file: {e}" for e in summary.file_errors]
     lines += [f"- file warning: {w}" for w in summary.file_warnings]
+    lines += [f"- data-quality page: {summary.dq_page}"] if summary.dq_page else []
     create_markdown_artifact(
-        "\n".join(lines), key="paperlake-run-summary", description="paperlake run summary"
+        "\n".join(lines), key=f"paperlake-run-summary-{key}", description="paperlake run summary"
     )
     if dq is not None and dq.height:
         rows = dq.select(
             "suite", "expectation", "column_name", "severity", "success", "unexpected_count"
         ).to_dicts()
-        create_table_artifact(rows, key="paperlake-data-quality", description="expectations")
+        create_table_artifact(rows, key=f"paperlake-data-quality-{key}", description="expectations")
 
 
 @flow(name="paperlake", log_prints=True)
@@ -257,115 +273,24 @@ def paperlake(
     settings = Settings(**{k: v for k, v in given.items() if v is not None})
     try:
         return run_pipeline(settings, force=force)
-    except validate.DataQualityError as exc:
-        # A stopped publish is the run's outcome, not a crash: the flow run ends Failed
-        # naming the checks, the caller gets the error, and no traceback is logged.
+    except (validate.DataQualityError, WarehouseBusy) as exc:
+        # A stopped publish, or another run holding the warehouse, is the run's outcome,
+        # not a crash: the flow run ends Failed saying why, the caller gets the error, and
+        # no traceback is logged.
         return Failed(message=str(exc), data=exc)
-
-
-# Services of a Prefect server that a single flow run does not need; the temporary server
-# of `paperlake run` starts without them so that they do not compete with the embedding.
-IDLE_SERVER_SERVICES = (
-    "CANCELLATION_CLEANUP",
-    "FOREMAN",
-    "LATE_RUNS",
-    "SCHEDULER",
-    "PAUSE_EXPIRATIONS",
-    "REPOSSESSOR",
-    "CLEANUP_RECONCILER",
-    "TRIGGERS",
-)
-
-
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-@contextmanager
-def prefect_api(settings: Settings) -> Iterator[None]:
-    """A Prefect API for one run, with the model loaded while it starts.
-
-    With PREFECT_API_URL set, that server is used. Otherwise a temporary local server is
-    started the way Prefect starts its own (uvicorn on Prefect's app factory), but in the
-    background while this process loads the model, and without the services a single run
-    does not use; it stops when the run ends.
-    """
-    import os
-    import subprocess
-    import sys
-
-    import httpx
-    import prefect
-    from prefect.settings import PREFECT_API_URL, get_current_settings, temporary_settings
-
-    if PREFECT_API_URL.value():
-        embed.load_model(settings.model, settings.device, settings.precision)
-        yield
-        return
-    port = _free_port()
-    env = {
-        **os.environ,
-        **get_current_settings().to_environment_variables(exclude_unset=True),
-        "PREFECT_UI_ENABLED": "0",
-        "PREFECT__SERVER_EPHEMERAL": "1",
-        "PREFECT__SERVER_FINAL": "1",
-        **{f"PREFECT_SERVER_SERVICES_{name}_ENABLED": "false" for name in IDLE_SERVER_SERVICES},
-    }
-    # flows.api_server is uvicorn that exits by itself if this process dies (SIGKILL too).
-    # In a session of its own it misses the terminal's Ctrl-C, so it keeps serving until
-    # this process has told it how the run ended, then is stopped below.
-    server = subprocess.Popen(
-        [
-            sys.executable, "-m", "flows.api_server", str(os.getpid()),
-            "--app-dir", str(Path(prefect.__file__).parent.parent),
-            "--factory", "prefect.server.api.server:create_app",
-            "--host", "127.0.0.1", "--port", str(port),
-            "--log-level", "error", "--lifespan", "on",
-        ],
-        env=env,
-        start_new_session=True,
-    )  # fmt: skip
-    url = f"http://127.0.0.1:{port}/api"
-    try:
-        embed.load_model(settings.model, settings.device, settings.precision)
-        deadline = time.monotonic() + 120
-        while True:
-            if server.poll() is not None:
-                raise RuntimeError(f"the temporary Prefect server exited with {server.returncode}")
-            try:
-                if httpx.get(f"{url}/health", timeout=2).status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            if time.monotonic() > deadline:
-                raise RuntimeError("the temporary Prefect server did not start within 120 s")
-            time.sleep(0.1)
-        with temporary_settings(updates={PREFECT_API_URL: url}):
-            try:
-                yield
-            finally:
-                # Logs and events still queued must reach the server before it stops.
-                from prefect.events.worker import EventsWorker
-                from prefect.logging.handlers import APILogWorker
-
-                APILogWorker.drain_all(timeout=10)
-                EventsWorker.drain_all(timeout=10)
-    finally:
-        server.terminate()
-        try:
-            server.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            server.kill()
-            server.wait()
 
 
 def run_pipeline(settings: Settings, force: bool = False) -> RunSummary:
     """Hold the warehouse lock and build a version unless the latest one is current."""
-    summary = RunSummary(run_id=str(uuid.uuid4()))
+    from prefect.runtime import flow_run
+
+    summary = RunSummary(
+        run_id=str(uuid.uuid4()),
+        warehouse=str(settings.warehouse),
+        flow_run=flow_run.name,
+        # A server without a UI gives a relative address that leads nowhere.
+        flow_run_url=flow_run.ui_url if (flow_run.ui_url or "").startswith("http") else None,
+    )
     with run_lock(settings):
         fingerprint = publish.current_fingerprint(settings)
         latest = publish.latest_published(settings)
@@ -380,6 +305,13 @@ def build_version(settings: Settings, summary: RunSummary, fingerprint: str) -> 
     """Each stage as a task, timings and counts gathered on the way."""
     started = datetime.now(UTC)
     timer = time.perf_counter
+    log = run_logger()
+    log.info(
+        "run %s: %s into %s",
+        summary.run_id[:8],
+        ", ".join(map(str, settings.raw)),
+        summary.warehouse,
+    )
     con = connect()
 
     t = timer()
@@ -407,6 +339,20 @@ def build_version(settings: Settings, summary: RunSummary, fingerprint: str) -> 
     ):
         stage_table(con, name, frame)
     summary.stage_seconds["ingest"] = round(timer() - t, 3)
+    log.info(
+        "ingest: %d files (%d parsed, %d skipped), %d records seen, %d accepted, %d rejected, "
+        "%d papers in %.1f s",
+        summary.files,
+        summary.files_parsed,
+        len(summary.file_errors),
+        summary.records_seen,
+        summary.accepted,
+        summary.rejected,
+        summary.papers,
+        summary.stage_seconds["ingest"],
+    )
+    for warning in summary.file_warnings:
+        log.warning("file warning: %s", warning)
 
     t = timer()
     embedded = embed_papers(papers, settings)
@@ -414,12 +360,26 @@ def build_version(settings: Settings, summary: RunSummary, fingerprint: str) -> 
     summary.embedded, summary.embeddings_reused = embedded.computed, embedded.reused
     stage_table(con, "embeddings", embedded.table.sort("paper_id"))
     summary.stage_seconds["embed"] = round(timer() - t, 3)
+    log.info(
+        "embed: %d embeddings computed, %d reused (%s, %s) in %.1f s",
+        summary.embedded,
+        summary.embeddings_reused,
+        info.model_id,
+        info.precision,
+        summary.stage_seconds["embed"],
+    )
 
     t = timer()
     counts = aggregate_papers(con, papers, embedded.table, settings)
     summary.topics = counts["topics"]
     summary.near_duplicate_pairs = counts["duplicates"]
     summary.stage_seconds["aggregate"] = round(timer() - t, 3)
+    log.info(
+        "aggregate: %d topics, %d near-duplicate pairs in %.1f s",
+        summary.topics,
+        summary.near_duplicate_pairs,
+        summary.stage_seconds["aggregate"],
+    )
 
     t = timer()
     parameters = {
@@ -435,16 +395,25 @@ def build_version(settings: Settings, summary: RunSummary, fingerprint: str) -> 
     summary.data_docs = str(docs) if docs else None
     write_dq_file(settings, summary.run_id, dq)
     failures = validate.blocking_failures(dq)
-    warnings = dq.filter(~pl.col("success") & ~pl.col("blocking"))
-    summary.dq_warnings = [validate.describe_failure(r) for r in warnings.iter_rows(named=True)]
+    outcome = validate.outcome(dq)
+    summary.dq_warnings = list(outcome.warnings)
     summary.stage_seconds["validate"] = round(timer() - t, 3)
+    log.info(
+        "validate: %d expectations, %d blocking failures, %d warnings in %.1f s",
+        dq.height,
+        failures.height,
+        len(summary.dq_warnings),
+        summary.stage_seconds["validate"],
+    )
     if failures.height:
         summary.dq_outcome = summary.status = "failed"
-        summary.dq_failures = [validate.describe_failure(r) for r in failures.iter_rows(named=True)]
+        summary.dq_failures = list(outcome.failures)
+        # The stopped run's page, from its staged tables: warehouse/dq/<run_id>.html.
+        summary.dq_page = str(dq_page.write_run_page(con, settings, summary.run_id, dq))
         report_artifacts(summary, dq)
         con.close()
         raise validate.DataQualityError(failures)
-    summary.dq_outcome = "passed with warnings" if warnings.height else "passed"
+    summary.dq_outcome = outcome.text
     stage_table(con, "dq_results", dq)
 
     t = timer()
@@ -471,8 +440,17 @@ def build_version(settings: Settings, summary: RunSummary, fingerprint: str) -> 
     summary.version = version
     summary.changes = {k: list(v) for k, v in changes.items()}
     summary.stage_seconds["publish"] = round(timer() - t, 3)
+    log.info(
+        "publish: version %d of %s, data quality %s, in %.1f s",
+        version,
+        summary.warehouse,
+        summary.dq_outcome,
+        summary.stage_seconds["publish"],
+    )
     summary.status = "published"
     con.close()
+    # The version's page, as `paperlake dq --version N` writes it: warehouse/dq-v<N>.html.
+    summary.dq_page = str(dq_page.write_page(settings, version))
     report_artifacts(summary, dq)
     return summary
 

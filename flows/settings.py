@@ -28,7 +28,8 @@ def configure_environment() -> None:
         "HF_HUB_DISABLE_PROGRESS_BARS": "1",
         "GX_ANALYTICS_ENABLED": "False",
         "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
-        "PREFECT_LOGGING_LEVEL": "WARNING",
+        # INFO: each stage's counts reach the Prefect API and the console.
+        "PREFECT_LOGGING_LEVEL": "INFO",
         "PREFECT_SERVER_LOGGING_LEVEL": "WARNING",
     }
     for key, value in defaults.items():

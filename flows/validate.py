@@ -1,7 +1,10 @@
 """Validate: run the Great Expectations suites in expectations/ against staged tables.
 
 Suites are JSON files, one per table. Severity `critical` marks a blocking check: a
-failure stops the publish. Results become dq_results rows and HTML Data Docs.
+failure stops the publish. Results become dq_results rows and HTML Data Docs, where each
+result is named by the paperlake run and its table and each expectation carries its
+severity; the Data Docs load their styles from CDNs, so flows/dq.py writes the page that
+reads offline.
 """
 
 from __future__ import annotations
@@ -11,7 +14,9 @@ import logging
 import os
 import shutil
 import warnings
+from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 
 import polars as pl
@@ -157,41 +162,68 @@ class Validator:
             batch = asset.add_batch_definition_whole_dataframe("whole")
         expectations = [
             ExpectationConfiguration(
-                type=e["type"], kwargs=e["kwargs"], severity=e.get("severity", "critical")
+                type=e["type"],
+                kwargs=e["kwargs"],
+                severity=e.get("severity", "critical"),
+                meta=severity_meta(e.get("severity", "critical")),
+                notes=severity_note(e.get("severity", "critical")),
             ).to_domain_obj()
             for e in suite.expectations
         ]
         gx_suite = self.context.suites.add_or_update(
             gx.ExpectationSuite(name=suite.name, expectations=expectations)
         )
-        # A validation definition stores its results for the Data Docs, which build_docs
-        # renders once per run; a checkpoint per table would rebuild them every time.
-        return self.context.validation_definitions.add_or_update(
-            gx.ValidationDefinition(name=suite.name, data=batch, suite=gx_suite)
-        )
+        return batch, gx_suite
 
     def validate(self, table: str, frame: pl.DataFrame, parameters: dict) -> pl.DataFrame:
         """Run the suite named `table` on `frame` (in batches); return its dq_results rows."""
         suite = Suite.load(table)
-        definition = self._definition(suite)
+        whole, gx_suite = self._definition(suite)
         prepared = prepare(table, frame)
         batches = [prepared] if prepared.height <= BATCH_ROWS else prepared.iter_slices(BATCH_ROWS)
         result_format = {
             "result_format": "COMPLETE",
             "unexpected_index_column_names": list(suite.id_columns),
             "partial_unexpected_count": SAMPLE_IDS,
+            # GX would show a pandas query on a frame that only existed inside the run.
+            "return_unexpected_index_query": False,
         }
         rows: list[dict] = []
         for batch in batches:
-            result = definition.run(
-                batch_parameters={"dataframe": batch.to_pandas()},
-                expectation_parameters=parameters,
-                result_format=result_format,
+            result = whole.get_batch(batch_parameters={"dataframe": batch.to_pandas()}).validate(
+                gx_suite, expectation_parameters=parameters, result_format=result_format
             )
+            self._store(suite.name, result)
             rows.extend(self._rows(suite, result.results))
         out = _merge_batches(pl.DataFrame(rows, schema=DQ_SCHEMA))
         self.results.append(out)
         return out
+
+    def _store(self, table: str, result) -> None:
+        """Keep a suite result for the Data Docs under the run's id and the table's name.
+
+        Stored here rather than by a ValidationDefinition run, which names every result
+        `__none__` and a dataframe batch's asset None, and would have to be stored twice.
+        """
+        from great_expectations.core.run_identifier import RunIdentifier
+        from great_expectations.data_context.types.resource_identifiers import (
+            ExpectationSuiteIdentifier,
+            ValidationResultIdentifier,
+        )
+
+        # One run time per batch, so that batches of one table never share a key.
+        run = RunIdentifier(run_name=self.run_id, run_time=datetime.now(UTC))
+        result.meta["run_id"] = run
+        result.meta["validation_time"] = run.run_time
+        result.meta["batch_spec"] = {
+            **(result.meta.get("batch_spec") or {}),
+            "data_asset_name": table,
+        }
+        suite_key = ExpectationSuiteIdentifier(name=table)
+        key = ValidationResultIdentifier(
+            expectation_suite_identifier=suite_key, run_id=run, batch_identifier=result.batch_id
+        )
+        self.context.validation_results_store.store_validation_results(result, key, suite_key)
 
     def _rows(self, suite: Suite, results) -> list[dict]:
         rows = []
@@ -245,9 +277,12 @@ class Validator:
         root = Path(self.context.root_directory) / "uncommitted" / "validations"
         removed = 0
         for suite in (p for p in root.glob("*") if p.is_dir()):
-            runs = sorted(p for p in suite.glob("*/*") if p.is_dir())
+            # <run name>/<run time>: run names are run ids, so the time orders them.
+            runs = sorted((p for p in suite.glob("*/*") if p.is_dir()), key=lambda p: p.name)
             for old in runs[:-keep] if keep else runs:
                 shutil.rmtree(old)
+                if not any(old.parent.iterdir()):
+                    old.parent.rmdir()
                 removed += 1
         return removed
 
@@ -267,8 +302,9 @@ def _merge_batches(rows: pl.DataFrame) -> pl.DataFrame:
         maintain_order=True,
     ).agg(
         success=pl.col("success").all(),
-        element_count=pl.col("element_count").sum(),
-        unexpected_count=pl.col("unexpected_count").sum(),
+        # Table-level checks count no rows: their counts stay null, not 0.
+        element_count=_sum_or_null("element_count"),
+        unexpected_count=_sum_or_null("unexpected_count"),
         unexpected_ids=pl.col("unexpected_ids")
         .list.explode(keep_nulls=False, empty_as_null=False)
         .unique(maintain_order=True)
@@ -278,52 +314,56 @@ def _merge_batches(rows: pl.DataFrame) -> pl.DataFrame:
     return merged.select(list(DQ_SCHEMA))
 
 
+def _sum_or_null(column: str) -> pl.Expr:
+    return pl.when(pl.col(column).is_not_null().any()).then(pl.col(column).sum())
+
+
 def blocking_failures(results: pl.DataFrame) -> pl.DataFrame:
     """The failed blocking expectations among `results`."""
     return results.filter(pl.col("blocking") & ~pl.col("success"))
 
 
-FILE_REPORT = """<!doctype html>
-<html><head><meta charset="utf-8"><title>paperlake: raw files of run {{ run_id }}</title>
-<style>
-body { font-family: sans-serif; margin: 2em; }
-table { border-collapse: collapse; } td, th { border: 1px solid #ccc; padding: 4px 8px; }
-td.n { text-align: right; } tr.warn { background: #fff3cd; } tr.error { background: #f8d7da; }
-</style></head><body>
-<h1>Raw files of run {{ run_id }}</h1>
-<p>Every record seen is either accepted or rejected. Rows in yellow reject more than
-{{ "%.0f" % (max_reject_share * 100) }}% of their records; rows in red could not be read.
-<a href="index.html">Expectation results (Data Docs)</a></p>
-<table><tr><th>file</th><th>format</th><th>seen</th><th>accepted</th><th>rejected</th>
-<th>rejected by rule</th><th>flags</th><th>error</th></tr>
-{% for r in rows %}<tr class="{{ r.css }}"><td>{{ r.path }}</td><td>{{ r.format or "" }}</td>
-<td class="n">{{ r.seen }}</td><td class="n">{{ r.accepted }}</td>
-<td class="n">{{ r.rejected }}</td>
-<td>{{ r.rejected_by_rule }}</td><td>{{ r.flags }}</td><td>{{ r.error or "" }}</td></tr>
-{% endfor %}</table></body></html>
-"""
+@dataclass(frozen=True)
+class Outcome:
+    """A run's data-quality outcome and its failed expectations, one line each."""
+
+    text: str  # passed | passed with warnings | failed
+    failures: tuple[str, ...] = ()  # blocking expectations that failed
+    warnings: tuple[str, ...] = ()  # warning expectations that failed
 
 
-def write_file_report(
-    report: pl.DataFrame, folder: Path, run_id: str, max_reject_share: float
-) -> Path:
-    """The per-file ingest report (ingest.file_report) as files.html beside the Data Docs.
+def outcome(results: pl.DataFrame) -> Outcome:
+    """The outcome of a run's dq_results rows, lines in a fixed order (suite, expectation)."""
+    failed = results.filter(~pl.col("success")).sort(
+        "suite", "expectation", "column_name", "kwargs", nulls_last=True, maintain_order=True
+    )
+    failures = tuple(describe_failure(r) for r in failed.filter("blocking").iter_rows(named=True))
+    warned = tuple(
+        describe_failure(r) for r in failed.filter(~pl.col("blocking")).iter_rows(named=True)
+    )
+    text = "failed" if failures else "passed with warnings" if warned else "passed"
+    return Outcome(text, failures, warned)
 
-    The Data Docs index, rebuilt by every run, gets a link to it at the top.
-    """
-    import jinja2
 
-    rows = []
-    for row in report.iter_rows(named=True):
-        share = row["rejected"] / row["seen"] if row["seen"] else 0.0
-        css = "error" if row["error"] else "warn" if share > max_reject_share else ""
-        rows.append(row | {"css": css})
-    html = jinja2.Environment(autoescape=True).from_string(FILE_REPORT)
-    folder.mkdir(parents=True, exist_ok=True)
-    path = folder / "files.html"
-    path.write_text(html.render(rows=rows, run_id=run_id, max_reject_share=max_reject_share))
-    index = folder / "index.html"
-    if index.exists() and 'href="files.html"' not in (text := index.read_text()):
-        link = '<p style="margin:1em"><a href="files.html">Raw files of the latest run</a></p>'
-        index.write_text(text.replace("<body>", "<body>" + link, 1))
-    return path
+def outcome_lines(
+    text: str, failures: Sequence[str] = (), warned: Sequence[str] = ()
+) -> list[tuple[str, str]]:
+    """A run's data-quality lines as (label, text): what `paperlake run` prints after a run
+    and what the data-quality page shows, in the same words."""
+    return [
+        ("data quality", text),
+        *(("data-quality failure", line) for line in failures),
+        *(("data-quality warning", line) for line in warned),
+    ]
+
+
+def severity_meta(severity: str) -> dict:
+    """An expectation's meta: its paperlake severity and whether a failure blocks the publish."""
+    return {"paperlake": {"severity": severity, "blocks_publish": severity == "critical"}}
+
+
+def severity_note(severity: str) -> str:
+    """An expectation's note, shown on its suite's Data Docs page."""
+    if severity == "critical":
+        return "paperlake severity: critical. A failure blocks the publish."
+    return f"paperlake severity: {severity}. A failure is reported; the run still publishes."

@@ -194,16 +194,28 @@ def test_flow_run_leaves_summary_and_data_quality_artifacts(sample_run):
     from prefect.client.orchestration import get_client
     from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterKey
 
+    from flows.prefect_server import slug
+
+    key = slug(sample_run.settings.warehouse)
+    assert key and set(key) <= set("abcdefghijklmnopqrstuvwxyz0123456789-")
     with get_client(sync_client=True) as client:
         summaries = client.read_artifacts(
-            artifact_filter=ArtifactFilter(key=ArtifactFilterKey(any_=["paperlake-run-summary"]))
+            artifact_filter=ArtifactFilter(
+                key=ArtifactFilterKey(any_=[f"paperlake-run-summary-{key}"])
+            )
         )
         tables = client.read_artifacts(
-            artifact_filter=ArtifactFilter(key=ArtifactFilterKey(any_=["paperlake-data-quality"]))
+            artifact_filter=ArtifactFilter(
+                key=ArtifactFilterKey(any_=[f"paperlake-data-quality-{key}"])
+            )
         )
     run_id = sample_run.summary.run_id[:8]
-    assert any(f"paperlake run {run_id}: published" in (a.data or "") for a in summaries)
+    summary = next(a.data for a in summaries if f"paperlake run {run_id}" in (a.data or ""))
+    assert f"paperlake run {run_id}: published" in summary
+    assert f"- warehouse: {sample_run.settings.warehouse}" in summary
+    assert "- version: 1" in summary
     assert tables and all(a.type == "table" for a in tables)
+    assert sample_run.summary.flow_run  # Prefect's name of the run, printed by the CLI
 
 
 def test_run_with_nothing_usable_reports_everything_and_does_not_crash(prefect_server, tmp_path):

@@ -139,8 +139,9 @@ def test_signal_stops_run_with_one_line(tmp_path, when, signum):
     stderr = (tmp_path / "err").read_text()
     assert "Traceback" not in stderr
     lines = [line for line in stderr.splitlines() if line.strip()]
-    assert len(lines) == 1, stderr
-    assert lines[0].startswith(f"error: run stopped by {signal.Signals(signum).name}")
+    # The stage logs of the flow come first; after the stop, one line and nothing else.
+    assert lines[-1].startswith(f"error: run stopped by {signal.Signals(signum).name}"), stderr
+    assert all(" | INFO " in line for line in lines[:-1]), stderr
     assert published(warehouse) == []
 
 

@@ -1,91 +1,182 @@
-"""Scheduled runs: `paperlake serve --cron` registers a deployment on a Prefect server."""
+"""Scheduled runs for real: `paperlake serve` with its own Prefect server, and the deployment
+route (work pool, `prefect deploy`, a process worker)."""
 
 from __future__ import annotations
 
-import contextlib
 import os
+import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
-from prefect.client.orchestration import get_client
-from prefect.settings import PREFECT_API_URL
+import httpx
+import yaml
 
-from flows.settings import PROJECT_ROOT
+from flows.lake import open_lake, published_versions
+from flows.prefect_server import free_port
+from flows.settings import PROJECT_ROOT, Settings
 from tests.conftest import SAMPLE_RAW
+from tests.test_process import alive, children, wait_for
+
+BIN = Path(sys.executable).parent
 
 
-def read_deployment(name: str, timeout: float = 120):
-    deadline = time.monotonic() + timeout
-    with get_client(sync_client=True) as client:
-        while time.monotonic() < deadline:
-            try:
-                return client.read_deployment_by_name(name)
-            except Exception:  # noqa: BLE001 - not registered yet
-                time.sleep(1)
-    raise AssertionError(f"deployment {name} was not registered within {timeout} s")
+def descendants(pid: int) -> dict[int, bytes]:
+    """Every process below `pid`, with its command line."""
+    found, todo = {}, [pid]
+    while todo:
+        for child in children(todo.pop()):
+            found[child] = Path(f"/proc/{child}/cmdline").read_bytes()
+            todo.append(child)
+    return found
 
 
-def test_serve_registers_a_cron_deployment(prefect_server, tmp_path):
+def completed_runs(api: str) -> list[dict]:
+    try:
+        reply = httpx.post(
+            f"{api}/flow_runs/filter",
+            json={"flow_runs": {"state": {"type": {"any_": ["COMPLETED"]}}}, "limit": 5},
+            timeout=5,
+        )
+    except httpx.TransportError:
+        return []
+    return reply.json() if reply.status_code == 200 else []
+
+
+def test_serve_starts_a_server_runs_on_schedule_and_stops_cleanly(tmp_path):
+    warehouse, port = tmp_path / "warehouse", free_port()
+    env = {k: v for k, v in os.environ.items() if k != "PREFECT_API_URL"}
+    log = (tmp_path / "serve.log").open("w")
+    serve = subprocess.Popen(
+        [BIN / "paperlake", "serve", "--interval", "20", "--raw", SAMPLE_RAW,
+         "--warehouse", warehouse, "--port", str(port)],
+        env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+    )  # fmt: skip
+    started: dict[int, bytes] = {}
+    try:
+        api = f"http://127.0.0.1:{port}/api"
+        runs = wait_for(lambda: completed_runs(api), 300, "no completed flow run")
+        started = descendants(serve.pid)
+        # The UI finds the API where the server listens, not at Prefect's default port.
+        settings = httpx.get(f"http://127.0.0.1:{port}/ui-settings", timeout=5).json()
+        assert settings["api_url"] == api
+
+        def messages() -> list[str]:
+            logs = httpx.post(
+                f"{api}/logs/filter",
+                json={"logs": {"flow_run_id": {"any_": [runs[0]["id"]]}}, "limit": 200},
+                timeout=5,
+            ).json()
+            found = [entry["message"] for entry in logs]
+            return found if any(m.startswith("publish: version 1 of ") for m in found) else []
+
+        # Logs reach the server in batches, shortly after the run.
+        logged = wait_for(messages, 60, "the run's stage logs did not reach the server")
+        assert any(m.startswith("ingest: 2 files") for m in logged), logged
+        output = (tmp_path / "serve.log").read_text()
+        assert f"Prefect UI: http://127.0.0.1:{port}" in output
+        assert "serving paperlake/scheduled (every 20 s); next runs at about" in output
+    finally:
+        serve.send_signal(signal.SIGTERM)
+        try:
+            serve.wait(timeout=60)
+        finally:
+            leftover = [pid for pid in [*started, serve.pid] if alive(pid)]
+            for pid in leftover:
+                os.kill(pid, signal.SIGKILL)
+    assert serve.returncode == 0
+    assert any(b"flows.api_server" in line for line in started.values())
+    assert leftover == []
+    with open_lake(Settings(warehouse=warehouse)) as con:  # later runs were up to date
+        assert published_versions(con) == [1]
+    assert (
+        "stopped: the schedule and the Prefect server it started"
+        in (tmp_path / "serve.log").read_text()
+    )
+
+
+def test_serve_refuses_a_busy_port_and_a_missing_schedule(tmp_path):
+    import socket
+
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        env = {k: v for k, v in os.environ.items() if k != "PREFECT_API_URL"}
+        done = subprocess.run(
+            [BIN / "paperlake", "serve", "--cron", "0 6 * * *", "--port", str(port),
+             "--warehouse", tmp_path / "w"],
+            env=env, capture_output=True, text=True, timeout=120,
+        )  # fmt: skip
+    assert done.returncode == 1
+    assert f"port {port} is in use" in done.stderr
+    done = subprocess.run(
+        [BIN / "paperlake", "serve", "--warehouse", tmp_path / "w"],
+        env=env, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 1 and "give one schedule" in done.stderr
+
+
+def test_prefect_yaml_matches_the_installed_prefect_and_needs_no_environment():
+    from importlib.metadata import version
+
+    spec = yaml.safe_load((PROJECT_ROOT / "prefect.yaml").read_text())
+    assert spec["prefect-version"] == version("prefect")
+    assert "pull" not in spec  # `prefect deploy` then points runs at the folder it ran in
+    assert "PAPERLAKE_HOME" not in (PROJECT_ROOT / "prefect.yaml").read_text()
+
+
+def test_the_deployment_route_runs_a_flow_through_a_process_worker(prefect_server, tmp_path):
+    from prefect.client.orchestration import get_client
+    from prefect.settings import PREFECT_API_URL
+
     env = {**os.environ, "PREFECT_API_URL": PREFECT_API_URL.value()}
-    server = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "flows.cli",
-            "serve",
-            "--cron",
-            "0 6 * * *",
-            "--raw",
-            str(SAMPLE_RAW),
-            "-w",
-            str(tmp_path / "warehouse"),
-            "--name",
-            "daily",
-        ],
-        env=env,
-        stdout=subprocess.PIPE,
+    prefect = [str(BIN / "prefect"), "--no-prompt"]
+
+    def cli(*args: str) -> str:
+        done = subprocess.run(
+            [*prefect, *args], cwd=PROJECT_ROOT, env=env, capture_output=True, text=True,
+            timeout=300,
+        )  # fmt: skip
+        assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+        return done.stdout
+
+    pools = cli("work-pool", "ls")
+    if "paperlake-local" not in pools:
+        cli("work-pool", "create", "paperlake-local", "--type", "process")
+    cli("deploy", "--all")
+    warehouse = tmp_path / "warehouse"
+    with get_client(sync_client=True) as client:
+        deployment = client.read_deployment_by_name("paperlake/daily")
+        assert [s.schedule.cron for s in deployment.schedules] == ["0 6 * * *"]
+        assert deployment.work_pool_name == "paperlake-local"
+        assert deployment.pull_steps == [
+            {"prefect.deployments.steps.set_working_directory": {"directory": str(PROJECT_ROOT)}}
+        ]
+        run = client.create_flow_run_from_deployment(
+            deployment.id, parameters={"raw": [str(SAMPLE_RAW)], "warehouse": str(warehouse)}
+        )
+    log = (tmp_path / "worker.log").open("w")
+    worker = subprocess.Popen(
+        [*prefect, "worker", "start", "--pool", "paperlake-local"],
+        cwd=tmp_path,  # a worker started anywhere runs the flow in the project folder
+        env={**env, "PREFECT_WORKER_QUERY_SECONDS": "1"},
+        stdout=log,
         stderr=subprocess.STDOUT,
-        text=True,
+        start_new_session=True,
     )
     try:
-        deployment = read_deployment("paperlake/daily")
-        crons = [s.schedule.cron for s in deployment.schedules]
-        assert crons == ["0 6 * * *"]
-        assert deployment.parameters == {
-            "raw": [str(SAMPLE_RAW.resolve())],
-            "warehouse": str((tmp_path / "warehouse").resolve()),
-        }
-        assert server.poll() is None  # still serving
+
+        def finished():
+            with get_client(sync_client=True) as client:
+                state = client.read_flow_run(run.id).state
+            return state if state and state.is_final() else None
+
+        state = wait_for(finished, 300, "the deployment's flow run did not finish")
+        assert state.is_completed(), (tmp_path / "worker.log").read_text()[-3000:]
     finally:
-        server.terminate()
-        server.wait(timeout=60)
-
-
-def test_prefect_yaml_deploys_the_daily_deployment(prefect_server):
-    from prefect.client.schemas.actions import WorkPoolCreate
-
-    # The pool may exist already from an earlier test in this session.
-    with get_client(sync_client=True) as client, contextlib.suppress(Exception):
-        client.create_work_pool(WorkPoolCreate(name="paperlake-local", type="process"))
-    env = {
-        **os.environ,
-        "PREFECT_API_URL": PREFECT_API_URL.value(),
-        "PAPERLAKE_HOME": str(PROJECT_ROOT),
-    }
-    prefect = Path(sys.executable).parent / "prefect"
-    done = subprocess.run(
-        [str(prefect), "--no-prompt", "deploy", "--all"],
-        cwd=PROJECT_ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-    deployment = read_deployment("paperlake/daily", timeout=30)
-    assert [s.schedule.cron for s in deployment.schedules] == ["0 6 * * *"]
-    assert deployment.entrypoint == "flows/pipeline.py:paperlake"
-    assert deployment.parameters == {"raw": ["data/raw"], "warehouse": "warehouse"}
-    assert deployment.work_pool_name == "paperlake-local"
+        os.killpg(worker.pid, signal.SIGTERM)
+        worker.wait(timeout=60)
+    with open_lake(Settings(warehouse=warehouse)) as con:
+        assert published_versions(con) == [1]
+        assert con.execute("select count(*) from papers").fetchone() == (38,)

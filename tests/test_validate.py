@@ -153,30 +153,33 @@ def test_data_docs_are_built(validator):
     assert "papers" in index.read_text()
 
 
-def test_file_report_page_is_linked_from_the_data_docs(validator, tmp_path):
-    from flows import ingest
-
-    sources = pl.DataFrame(
-        {
-            "path": ["a.csv", "b.json"],
-            "format": ["csv", None],
-            "records_seen": [4, 0],
-            "accepted": [1, 0],
-            "rejected": [3, 0],
-            "rejected_by_rule": ['{"empty_abstract": 3}', "{}"],
-            "flag_counts": ['{"all_lowercase": 1}', "{}"],
-            "error": [None, "b.json: binary content"],
-            "warning": [None, None],
-        }
-    )
+def test_data_docs_name_the_run_and_table_and_carry_severity(validator):
+    """Each stored result is named by the paperlake run and its table, each expectation
+    carries its severity in its meta, and no pandas query names a frame readers lack."""
+    validator.validate("papers", papers(venue=["ICLR", None]), PARAMS)
+    runs = Path(validator.context.root_directory) / "uncommitted" / "validations" / "papers"
+    stored = json.loads(sorted((runs / "test-run").glob("*/*.json"))[-1].read_text())
+    assert stored["meta"]["run_id"]["run_name"] == "test-run"
+    assert stored["meta"]["batch_spec"]["data_asset_name"] == "papers"
+    meta = {
+        (r["expectation_config"]["type"], r["expectation_config"]["kwargs"].get("column")): r[
+            "expectation_config"
+        ]["meta"]["paperlake"]
+        for r in stored["results"]
+    }
+    assert meta[("expect_column_values_to_not_be_null", "venue")] == {
+        "severity": "warning",
+        "blocks_publish": False,
+    }
+    assert meta[("expect_column_values_to_be_unique", "paper_id")] == {
+        "severity": "critical",
+        "blocks_publish": True,
+    }
+    assert not any("unexpected_index_query" in r["result"] for r in stored["results"])
     index = validator.build_docs()
-    page = validate.write_file_report(ingest.file_report(sources), index.parent, "r1", 0.5)
+    page = max((index.parent / "validations" / "papers" / "test-run").glob("*/*.html"))
     text = page.read_text()
-    assert '<tr class="warn"><td>a.csv</td>' in text and "empty_abstract: 3" in text
-    assert '<tr class="error"><td>b.json</td>' in text and "all_lowercase: 1" in text
-    assert index.read_text().count('href="files.html"') == 1
-    validate.write_file_report(ingest.file_report(sources), index.parent, "r2", 0.5)
-    assert index.read_text().count('href="files.html"') == 1
+    assert "Data asset: papers" in text and "df.filter" not in text
 
 
 def test_old_results_are_pruned_before_the_docs_are_built(validator):

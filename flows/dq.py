@@ -1,0 +1,712 @@
+"""Data quality: one self-contained page per version, built from dq_results and its tables.
+
+The page opens with the run's outcome in the words `paperlake run` printed
+(validate.outcome_lines), then lists every suite and expectation with its severity, its
+outcome, the observed value against the threshold, and the failing rows as a person knows
+them: title, file:line and the offending value. It folds in the per-file ingest figures
+and a trend over recent versions. Figures come from sql/dq/, the page from
+flows/templates/dq.html.j2; CSS, SVG and JS are inline, so it opens offline. `as_json`
+gives the same content for machines.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import jinja2
+import polars as pl
+
+from flows import ingest, validate
+from flows.lake import WarehouseError, open_lake, published_versions, read_sql
+from flows.settings import EXPECTATIONS_DIR, Settings
+
+TEMPLATES_DIR = Path(__file__).resolve().parent / "templates"
+TEMPLATE = "dq.html.j2"
+TREND_VERSIONS = 8  # versions the trend shows, the page's own last
+VALUE_CHARS = 120  # longest offending value shown; longer text is cut around the match
+# The Data Docs index of the Great Expectations file context at warehouse/gx.
+DATA_DOCS_INDEX = Path("gx") / "gx" / "uncommitted" / "data_docs" / "local_site" / "index.html"
+THIS_RUN = "this run"
+
+
+@dataclass
+class FailingRow:
+    """A row an expectation found wanting, as a person knows it."""
+
+    key: str  # the row's id as the check reported it (id columns joined by "/")
+    title: str | None  # paper title (or its first words), topic label, reject snippet
+    untitled: bool  # the title is the abstract's first words
+    location: str | None  # file:line, relative to the page's root folder
+    path: str | None  # the file's full path
+    value: str  # the offending value(s)
+
+
+@dataclass
+class Check:
+    """One expectation's result in one run."""
+
+    suite: str
+    expectation: str
+    column: str | None
+    kwargs: dict[str, Any]
+    severity: str
+    blocking: bool
+    success: bool
+    expected: str
+    observed: str
+    element_count: int | None
+    unexpected_count: int | None
+    observed_value: Any
+    rows: list[FailingRow] = field(default_factory=list)
+    more_rows: int = 0  # failing rows beyond those listed
+
+    @property
+    def outcome(self) -> str:
+        if self.success:
+            return "passed"
+        return "failed: blocks the publish" if self.blocking else "failed: warning"
+
+
+@dataclass
+class SuiteReport:
+    """A suite (one per table) and its checks, failures first."""
+
+    name: str
+    description: str
+    checks: list[Check]
+
+    @property
+    def failed_blocking(self) -> int:
+        return sum(1 for c in self.checks if not c.success and c.blocking)
+
+    @property
+    def failed_warning(self) -> int:
+        return sum(1 for c in self.checks if not c.success and not c.blocking)
+
+    @property
+    def passed(self) -> int:
+        return sum(1 for c in self.checks if c.success)
+
+    @property
+    def rows_checked(self) -> int | None:
+        counts = [
+            c.element_count
+            for c in self.checks
+            if c.element_count is not None and c.observed_value is None
+        ]
+        return max(counts) if counts else None
+
+    @property
+    def status(self) -> str:
+        if not self.checks:
+            return "not checked"
+        return status_of(self.failed_blocking, self.failed_warning)
+
+
+@dataclass
+class TrendPoint:
+    """One suite in one version (or in the run that did not publish)."""
+
+    label: str
+    version: int | None
+    status: str
+    failed_blocking: int
+    failed_warning: int
+    unexpected_rows: int
+
+
+@dataclass
+class SuiteTrend:
+    """A suite over recent versions: a point per version, a row of values per expectation."""
+
+    suite: str
+    points: list[TrendPoint]
+    rows: list[dict[str, Any]]  # label, cells (one per point: text and success, or None)
+
+
+@dataclass
+class Page:
+    """Everything the data-quality page shows."""
+
+    run_id: str
+    version: int | None  # None: the run stopped before publishing
+    started_at: str
+    outcome: str
+    lines: list[tuple[str, str]]
+    suites: list[SuiteReport]
+    files: list[dict[str, Any]]
+    root: str  # the folder file locations are relative to
+    trend: list[SuiteTrend]
+    data_docs: str | None = None  # link to the GX Data Docs index, relative to the page
+
+    @property
+    def title(self) -> str:
+        if self.version is not None:
+            return f"version {self.version}"
+        return f"run {self.run_id[:8]} (stopped before publish)"
+
+
+def number(value: Any) -> str:
+    """A threshold or count as people write it: 1500, 0.999, 20."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return str(value)
+    return f"{value:g}"
+
+
+def bounds(kwargs: dict[str, Any]) -> str:
+    """`between 1 and 1500`, `at least 20`, `at most 0` from min_value/max_value."""
+    low, high = kwargs.get("min_value"), kwargs.get("max_value")
+    above = ">" if kwargs.get("strict_min") else "≥"
+    below = "<" if kwargs.get("strict_max") else "≤"
+    if low is not None and high is not None:
+        if low == high and not (kwargs.get("strict_min") or kwargs.get("strict_max")):
+            return f"= {number(low)}"
+        return f"{above} {number(low)} and {below} {number(high)}"
+    if low is not None:
+        return f"{above} {number(low)}"
+    if high is not None:
+        return f"{below} {number(high)}"
+    return "any"
+
+
+def threshold(expectation: str, kwargs: dict[str, Any]) -> str:
+    """What an expectation requires, in words."""
+    text = {
+        "expect_column_values_to_not_be_null": "no missing values",
+        "expect_column_values_to_be_null": "every value missing",
+        "expect_column_values_to_be_unique": "no repeated values",
+        "expect_column_values_to_be_between": f"every value {bounds(kwargs)}",
+        "expect_column_value_lengths_to_be_between": f"every length {bounds(kwargs)}",
+        "expect_column_values_to_match_regex": f"every value matches {kwargs.get('regex')}",
+        "expect_column_values_to_not_match_regex": f"no value matches {kwargs.get('regex')}",
+        "expect_column_values_to_be_in_set": "every value one of "
+        + ", ".join(map(str, kwargs.get("value_set") or [])),
+        "expect_compound_columns_to_be_unique": "no repeated ("
+        + ", ".join(kwargs.get("column_list") or [])
+        + ")",
+        "expect_column_pair_values_to_be_equal": f"{kwargs.get('column_A')} = "
+        f"{kwargs.get('column_B')} in every row",
+        "expect_column_pair_values_a_to_be_greater_than_b": f"{kwargs.get('column_A')} "
+        f"{'≥' if kwargs.get('or_equal') else '>'} {kwargs.get('column_B')} in every row",
+        "expect_table_row_count_to_equal": f"exactly {number(kwargs.get('value'))} rows",
+    }.get(expectation)
+    if text is None:
+        shown = {k: v for k, v in kwargs.items() if k not in ("column", "mostly")}
+        text = json.dumps(shown, sort_keys=True, default=str)
+    mostly = kwargs.get("mostly")
+    if mostly is not None and mostly < 1:
+        text += f", in at least {mostly:.0%} of rows"
+    return text
+
+
+def observed(check: dict[str, Any], value: Any) -> str:
+    """What the run found: the observed value of a table-level check, else unexpected rows
+    of the total."""
+    if value is not None:
+        if check["expectation"] == "expect_table_row_count_to_equal":
+            return f"{number(value)} rows"
+        return number(value) if not isinstance(value, dict | list) else json.dumps(value)
+    rows, bad = check["element_count"], check["unexpected_count"]
+    if rows is None or bad is None:
+        return "—"
+    if bad == 0:
+        return f"0 of {rows} rows unexpected"
+    return f"{bad} of {rows} rows unexpected ({bad / rows:.1%})" if rows else f"{bad} rows"
+
+
+def expectation_key(expectation: str, column: str | None, kwargs: str) -> str:
+    """An expectation's identity across versions: its numbers may come from parameters
+    (a row count, a word limit), so only their names count, not their values."""
+    spec = json.loads(kwargs) if kwargs else {}
+    shape = {
+        k: "#" if isinstance(v, int | float) and not isinstance(v, bool) else v
+        for k, v in spec.items()
+    }
+    return json.dumps([expectation, column, shape], sort_keys=True, default=str)
+
+
+def short_value(value: Any, pattern: str | None = None) -> str:
+    """An offending value for a table cell: long text is cut around the regex's match."""
+    if value is None:
+        return "null"
+    if isinstance(value, float):
+        return f"{value:.6g}"
+    if not isinstance(value, str):
+        return str(value)
+    if len(value) <= VALUE_CHARS:
+        return value
+    start = 0
+    if pattern:
+        try:
+            found = re.search(pattern, value)
+        except re.error:
+            found = None
+        if found:
+            start = max(found.start() - VALUE_CHARS // 3, 0)
+    piece = value[start : start + VALUE_CHARS]
+    return ("…" if start else "") + piece + ("…" if start + VALUE_CHARS < len(value) else "")
+
+
+def check_columns(kwargs: dict[str, Any]) -> list[str]:
+    """The columns an expectation reads."""
+    if kwargs.get("column"):
+        return [kwargs["column"]]
+    if kwargs.get("column_list"):
+        return list(kwargs["column_list"])
+    return [c for c in (kwargs.get("column_A"), kwargs.get("column_B")) if c]
+
+
+def key_expression(id_columns: tuple[str, ...]) -> duckdb.Expression:
+    """A table row's id as the checks report it: id columns as text, joined by "/"."""
+    parts = [
+        duckdb.CoalesceOperator(
+            duckdb.ColumnExpression(c).cast(duckdb.sqltype("VARCHAR")),
+            duckdb.ConstantExpression("None"),
+        )
+        for c in id_columns
+    ]
+    return duckdb.FunctionExpression("concat_ws", duckdb.ConstantExpression("/"), *parts)
+
+
+def rows_by_key(
+    con: duckdb.DuckDBPyConnection, table: str, id_columns: tuple[str, ...], keys: list[str]
+) -> pl.DataFrame:
+    """The rows of `table` whose ids are among `keys`, with the columns its suite checks."""
+    if not keys or not id_columns:
+        return pl.DataFrame()
+    try:
+        relation = con.table(table)
+    except duckdb.CatalogException:
+        return pl.DataFrame()  # a table this version does not have
+    wanted = [duckdb.ConstantExpression(k) for k in keys]
+    frame = relation.filter(key_expression(id_columns).isin(*wanted)).pl()
+    prepared = validate.prepare(table, frame)
+    key = pl.concat_str(
+        [pl.col(c).cast(pl.String).fill_null("None") for c in id_columns], separator="/"
+    )
+    return prepared.with_columns(_key=key)
+
+
+def relative(path: str | None, root: str) -> str | None:
+    if path is None:
+        return None
+    return path[len(root) + 1 :] if root and path.startswith(root + "/") else path
+
+
+def common_root(paths: list[str]) -> str:
+    """The folder all raw files lie in, so locations read `file.txt:12`."""
+    folders = [os.path.dirname(p) for p in paths if p]
+    if not folders:
+        return ""
+    try:
+        return os.path.commonpath(folders)
+    except ValueError:  # absolute and relative paths mixed
+        return ""
+
+
+def paper_labels(con: duckdb.DuckDBPyConnection, paper_ids: set[str]) -> dict[str, dict]:
+    """Title (or first words) and first location of each paper (sql/dq/paper_labels.sql)."""
+    if not paper_ids:
+        return {}
+    con.execute("set variable paper_ids = ?", [sorted(paper_ids)])
+    try:
+        frame = con.execute(read_sql("dq/paper_labels")).pl()
+    except duckdb.CatalogException:
+        return {}
+    return {r["paper_id"]: r for r in frame.iter_rows(named=True)}
+
+
+def identity(
+    suite: str, key: str, row: dict[str, Any], labels: dict[str, dict]
+) -> tuple[str | None, bool, str | None, int | None]:
+    """How a person knows a row: (title, untitled, file, line)."""
+
+    def paper(paper_id: str) -> tuple[str | None, bool]:
+        label = labels.get(paper_id)
+        if label is None:
+            return None, False
+        return (label["title"], False) if label["title"] else (f"{label['first_words']}…", True)
+
+    paper_id = row.get("paper_id") or row.get("paper_a")
+    if paper_id:
+        title, untitled = paper(paper_id)
+        if row.get("paper_b"):  # a pair: both papers, located at the first
+            title = f"{title} | {paper(row['paper_b'])[0]}"
+        label = labels.get(paper_id, {})
+        return title, untitled, label.get("source_path"), label.get("line")
+    if suite == "rejects":
+        snippet = row.get("raw_snippet") or row.get("reason")
+        return short_value(snippet), True, row.get("source_path"), row.get("line")
+    if suite == "sources":
+        return None, False, row.get("path") or key, None
+    if suite == "topics":
+        return row.get("label"), False, None, None
+    return None, False, None, None
+
+
+def failing_row(
+    check: dict[str, Any], key: str, row: dict[str, Any], labels: dict[str, dict], root: str
+) -> FailingRow:
+    """One failing row of a check: who it is, where it was read, what it holds."""
+    columns = check_columns(check["kwargs"])
+    values = [
+        short_value(row.get(c), check["kwargs"].get("regex")) if row else "—" for c in columns
+    ]
+    value = (
+        values[0]
+        if len(values) == 1
+        else ", ".join(f"{c} = {v}" for c, v in zip(columns, values, strict=True))
+    )
+    title, untitled, path, line = identity(check["suite"], key, row, labels)
+    location = relative(path, root)
+    if location and line is not None:
+        location = f"{location}:{line}"
+    return FailingRow(key, title, untitled, location, path, value)
+
+
+def failing_rows(
+    con: duckdb.DuckDBPyConnection, checks: list[dict[str, Any]], root: str
+) -> list[list[FailingRow]]:
+    """The listed failing rows of every check (none for checks that passed)."""
+    wanted: dict[str, set[str]] = {}
+    for check in checks:
+        if not check["success"] and check["unexpected_ids"]:
+            wanted.setdefault(check["suite"], set()).update(check["unexpected_ids"])
+    tables: dict[str, dict[str, dict]] = {}
+    for suite, keys in wanted.items():
+        frame = rows_by_key(con, suite, validate.Suite.load(suite).id_columns, sorted(keys))
+        tables[suite] = {r["_key"]: r for r in frame.iter_rows(named=True)} if frame.height else {}
+    papers = {
+        r[c]
+        for rows in tables.values()
+        for r in rows.values()
+        for c in ("paper_id", "paper_a", "paper_b")
+        if r.get(c)
+    }
+    labels = paper_labels(con, papers)
+    return [
+        []
+        if check["success"]
+        else [
+            failing_row(check, key, tables.get(check["suite"], {}).get(key, {}), labels, root)
+            for key in check["unexpected_ids"] or []
+        ]
+        for check in checks
+    ]
+
+
+def suite_description(name: str) -> str:
+    path = EXPECTATIONS_DIR / f"{name}.json"
+    if not path.exists():
+        return ""
+    return json.loads(path.read_text()).get("meta", {}).get("description", "")
+
+
+def suite_reports(
+    con: duckdb.DuckDBPyConnection, results: pl.DataFrame, root: str
+) -> list[SuiteReport]:
+    """Every suite in expectations/ (and any other the run checked), failures first."""
+    rank = {(False, True): 0, (False, False): 1}
+    raw = results.to_dicts()
+    for check in raw:
+        check["kwargs"] = json.loads(check["kwargs"]) if check["kwargs"] else {}
+    raw.sort(
+        key=lambda c: (
+            c["suite"],
+            rank.get((c["success"], c["blocking"]), 2),
+            c["column_name"] or "",
+            c["expectation"],
+            json.dumps(c["kwargs"], sort_keys=True, default=str),
+        )
+    )
+    rows = failing_rows(con, raw, root)
+    checks: dict[str, list[Check]] = {}
+    for check, found in zip(raw, rows, strict=True):
+        value = json.loads(check["observed_value"]) if check["observed_value"] else None
+        checks.setdefault(check["suite"], []).append(
+            Check(
+                suite=check["suite"],
+                expectation=check["expectation"],
+                column=check["column_name"],
+                kwargs=check["kwargs"],
+                severity=check["severity"],
+                blocking=bool(check["blocking"]),
+                success=bool(check["success"]),
+                expected=threshold(check["expectation"], check["kwargs"]),
+                observed=observed(check, value),
+                element_count=check["element_count"],
+                unexpected_count=check["unexpected_count"],
+                observed_value=value,
+                rows=found,
+                more_rows=max((check["unexpected_count"] or 0) - len(found), 0) if found else 0,
+            )
+        )
+    names = sorted(set(validate.suite_names()) | set(checks))
+    return [SuiteReport(n, suite_description(n), checks.get(n, [])) for n in names]
+
+
+def file_rows(con: duckdb.DuckDBPyConnection, results: pl.DataFrame) -> list[dict]:
+    """Per raw file: seen, accepted, rejected by rule, flags, error and warning."""
+    try:
+        sources = con.execute(read_sql("dq/files")).pl()
+    except duckdb.CatalogException:
+        return []
+    if "warning" not in sources.columns:  # versions published before files had warnings
+        sources = sources.with_columns(warning=pl.lit(None, dtype=pl.String))
+    report = ingest.file_report(sources)
+    if "warning" not in report.columns:
+        report = report.with_columns(sources.select("warning"))
+    flagged = {
+        key
+        for ids in results.filter((pl.col("suite") == "sources") & ~pl.col("success"))[
+            "unexpected_ids"
+        ].to_list()
+        for key in ids or []
+    }
+    rows = []
+    for row in report.iter_rows(named=True):
+        status = (
+            "error" if row["error"] else "warn" if row["warning"] or row["path"] in flagged else ""
+        )
+        rows.append(row | {"status": status})
+    return rows
+
+
+def status_of(failed_blocking: int, failed_warning: int) -> str:
+    if failed_blocking:
+        return "failed"
+    return "passed with warnings" if failed_warning else "passed"
+
+
+def trend_point(version: int | None, rows: list[dict[str, Any]]) -> TrendPoint:
+    """A suite in one version: its outcome and the rows its expectations found wanting."""
+    blocking = sum(1 for r in rows if not r["success"] and r["blocking"])
+    warning = sum(1 for r in rows if not r["success"] and not r["blocking"])
+    return TrendPoint(
+        label=f"v{version}" if version is not None else THIS_RUN,
+        version=version,
+        status=status_of(blocking, warning),
+        failed_blocking=blocking,
+        failed_warning=warning,
+        unexpected_rows=sum(r["unexpected_count"] or 0 for r in rows),
+    )
+
+
+def value_rows(rows: list[dict[str, Any]], points: list[TrendPoint]) -> list[dict[str, Any]]:
+    """One row per expectation: its observed value or unexpected rows in each version."""
+    grid: dict[str, dict[str, Any]] = {}
+    for r in rows:  # oldest first: the latest version's thresholds label the row
+        entry = grid.setdefault(
+            expectation_key(r["expectation"], r["column_name"], r["kwargs"]), {"cells": {}}
+        )
+        kwargs = json.loads(r["kwargs"]) if r["kwargs"] else {}
+        entry["label"] = f"{r['column_name'] or 'table'}: {threshold(r['expectation'], kwargs)}"
+        entry["severity"] = r["severity"]
+        value = json.loads(r["observed_value"]) if r["observed_value"] else None
+        if value is not None:
+            text = number(value)
+        else:
+            text = "—" if r["unexpected_count"] is None else str(r["unexpected_count"])
+        entry["cells"][r["version"]] = {"text": text, "success": bool(r["success"])}
+    return [
+        {
+            "label": e["label"],
+            "severity": e["severity"],
+            "cells": [e["cells"].get(p.version) for p in points],
+        }
+        for e in sorted(grid.values(), key=lambda e: e["label"])
+    ]
+
+
+def trend_of(history: pl.DataFrame) -> list[SuiteTrend]:
+    """Per suite: outcome and unexpected rows per version, and each expectation's values.
+
+    Args:
+        history: dq_results rows with a `version` column (null for a run that did not
+            publish), oldest version first.
+    """
+    if history.height == 0:
+        return []
+    versions = list(dict.fromkeys(history["version"].to_list()))
+    out = []
+    for suite in sorted(set(history["suite"].to_list())):
+        rows = history.filter(pl.col("suite") == suite).to_dicts()
+        points = [
+            trend_point(v, here)
+            for v in versions
+            if (here := [r for r in rows if r["version"] == v])
+        ]
+        out.append(SuiteTrend(suite, points, value_rows(rows, points)))
+    return out
+
+
+def history_rows(con: duckdb.DuckDBPyConnection, version: int) -> pl.DataFrame:
+    """The trend's rows: the last TREND_VERSIONS published runs up to `version`."""
+    con.execute(f"set variable version = {int(version)}")
+    con.execute(f"set variable trend_versions = {TREND_VERSIONS}")
+    return con.execute(read_sql("dq/history")).pl()
+
+
+def gather(
+    con: duckdb.DuckDBPyConnection,
+    results: pl.DataFrame,
+    history: pl.DataFrame,
+    run_id: str,
+    version: int | None,
+    started_at: str = "",
+) -> Page:
+    """The page of one run from a connection with the run's tables in scope.
+
+    Args:
+        con: the run's tables (papers, sources, rejects, ...) in the default schema.
+        results: the run's dq_results rows.
+        history: earlier results for the trend (see trend_of), this run's included.
+        version: the version the run published; None for a run that did not.
+    """
+    files = file_rows(con, results)
+    root = common_root([f["path"] for f in files])
+    for f in files:
+        f["file"] = relative(f["path"], root)
+    result = validate.outcome(results)
+    return Page(
+        run_id=run_id,
+        version=version,
+        started_at=started_at,
+        outcome=result.text,
+        lines=validate.outcome_lines(result.text, result.failures, result.warnings),
+        suites=suite_reports(con, results, root),
+        files=files,
+        root=root,
+        trend=trend_of(history),
+    )
+
+
+def build(settings: Settings, version: int | None = None) -> Page:
+    """The page of a published version (default: the latest).
+
+    Raises:
+        WarehouseError: no warehouse, nothing published, or `version` is not published.
+    """
+    with open_lake(settings, version) as con:
+        versions = published_versions(con)
+        version = version if version is not None else versions[-1]
+        con.execute(f"set variable version = {int(version)}")
+        run = con.execute(read_sql("report/run_summary")).pl().to_dicts()
+        if not run:
+            raise WarehouseError(f"version {version} has no recorded run")
+        results = con.execute(read_sql("dq/run_results")).pl()
+        history = history_rows(con, version)
+        return gather(
+            con, results, history, run[0]["run_id"], version, str(run[0]["started_at"] or "")
+        )
+
+
+def build_for_run(
+    con: duckdb.DuckDBPyConnection, settings: Settings, run_id: str, results: pl.DataFrame
+) -> Page:
+    """The page of a run that did not publish, from its staged tables and results; its
+    trend is the latest published versions and this run."""
+    current = results.select(pl.lit(None, dtype=pl.Int64).alias("version"), pl.all())
+    history = pl.DataFrame()
+    if settings.catalog_path.exists():
+        try:
+            with open_lake(settings) as lake:
+                history = history_rows(lake, published_versions(lake)[-1])
+        except WarehouseError:
+            pass  # nothing published yet: the trend is this run alone
+    if history.height:
+        kept = sorted(set(history["version"].to_list()))[-(TREND_VERSIONS - 1) :]
+        earlier = history.filter(pl.col("version").is_in(kept))
+        history = pl.concat([earlier, current.select(history.columns)], how="vertical_relaxed")
+    else:
+        history = current
+    return gather(con, results, history, run_id, None)
+
+
+def render(page: Page) -> str:
+    """The page as HTML text."""
+    env = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(TEMPLATES_DIR),
+        autoescape=True,
+        trim_blocks=True,
+        lstrip_blocks=True,
+        undefined=jinja2.StrictUndefined,
+    )
+    return env.get_template(TEMPLATE).render(p=page)
+
+
+def as_json(page: Page) -> dict[str, Any]:
+    """The page's content for machines: one object per expectation result."""
+    expectations = []
+    for suite in page.suites:
+        for check in suite.checks:
+            item = asdict(check)
+            item["outcome"] = check.outcome
+            item["failing_rows"] = item.pop("rows")
+            item["more_failing_rows"] = item.pop("more_rows")
+            item["table"] = suite.name
+            expectations.append(item)
+    return {
+        "version": page.version,
+        "run_id": page.run_id,
+        "started_at": page.started_at,
+        "outcome": page.outcome,
+        "lines": [f"{label}: {text}" for label, text in page.lines],
+        "suites": [
+            {
+                "suite": s.name,
+                "status": s.status,
+                "rows_checked": s.rows_checked,
+                "passed": s.passed,
+                "failed_blocking": s.failed_blocking,
+                "failed_warning": s.failed_warning,
+            }
+            for s in page.suites
+        ],
+        "expectations": expectations,
+        "files": page.files,
+        "trend": [asdict(t) for t in page.trend],
+        "data_docs": page.data_docs,
+    }
+
+
+def link_data_docs(page: Page, settings: Settings, path: Path | None = None) -> None:
+    """Point the page at the GX Data Docs when they exist: relative to the page's file
+    `path`, or as the index's own path."""
+    index = settings.warehouse / DATA_DOCS_INDEX
+    if not index.exists():
+        return
+    page.data_docs = str(index) if path is None else os.path.relpath(index, path.parent)
+
+
+def default_output(settings: Settings, version: int) -> Path:
+    """Where a version's page goes when no file is named: warehouse/dq-v<N>.html."""
+    return settings.warehouse / f"dq-v{version}.html"
+
+
+def write_page(settings: Settings, version: int | None = None, output: Path | None = None) -> Path:
+    """Build, render and write the page of a published version; return the file."""
+    page = build(settings, version)
+    path = output or default_output(settings, page.version)
+    return write(page, settings, path)
+
+
+def write_run_page(
+    con: duckdb.DuckDBPyConnection, settings: Settings, run_id: str, results: pl.DataFrame
+) -> Path:
+    """The page of a run stopped before publish: warehouse/dq/<run_id>.html."""
+    page = build_for_run(con, settings, run_id, results)
+    return write(page, settings, settings.dq_path / f"{run_id}.html")
+
+
+def write(page: Page, settings: Settings, path: Path) -> Path:
+    link_data_docs(page, settings, path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(render(page), encoding="utf-8")
+    return path

@@ -1,0 +1,258 @@
+"""The data-quality page: words, a run with warnings in Chromium, the trend, the CLI."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+
+import duckdb
+import polars as pl
+import pytest
+from typer.testing import CliRunner
+
+from flows import dq, validate
+from flows.cli import app, print_summary
+from flows.lake import open_lake
+from flows.settings import EXPECTATIONS_DIR, Settings
+from tests.conftest import SAMPLE_RAW, write
+from tests.test_report import CHROMIUM, CHROMIUM_ARGS
+
+runner = CliRunner()
+# Two titled records without venue or year: version 2 publishes them with warnings.
+WARNED = [
+    {
+        "title": "Sparse Mixtures of Experts at Scale",
+        "abstract": "Sparse mixtures of experts route each token to two of sixty-four "
+        "feed-forward experts, and a load-balancing loss keeps every expert busy during "
+        "pre-training at scale across thousands of accelerators.",
+    },
+    {
+        "title": "Distilled Diffusion Policies for Fast Robot Control",
+        "abstract": "Diffusion policies for robot manipulation are distilled into a "
+        "single-step policy that keeps the success rate of the teacher while acting forty "
+        "times faster on real hardware and in simulation.",
+    },
+]
+
+
+@dataclass
+class WarnedRun:
+    settings: Settings
+    raw: Path
+    summary: object  # version 2's RunSummary
+
+
+@pytest.fixture(scope="module")
+def warned_run(sample_run, tmp_path_factory) -> WarnedRun:
+    """Version 1 from data/raw, version 2 adding a file that names no venue or year."""
+    from flows.pipeline import paperlake
+
+    root = tmp_path_factory.mktemp("warned")
+    raw, warehouse = root / "raw", root / "warehouse"
+    shutil.copytree(SAMPLE_RAW, raw)
+    # The sample run's vectors, so that only the two new abstracts are embedded.
+    shutil.copytree(
+        sample_run.settings.cache_path / "embeddings", warehouse / "cache" / "embeddings"
+    )
+    first = paperlake(raw=[str(raw)], warehouse=str(warehouse))
+    assert (first.version, first.dq_outcome) == (1, "passed")
+    write(raw / "misc" / "dump.jsonl", "".join(json.dumps(r) + "\n" for r in WARNED))
+    summary = paperlake(raw=[str(raw)], warehouse=str(warehouse))
+    assert (summary.version, summary.dq_outcome) == (2, "passed with warnings")
+    return WarnedRun(Settings(warehouse=warehouse, raw=(raw,)), raw, summary)
+
+
+def cli_quality_lines(summary, capsys) -> list[str]:
+    """The data-quality lines `paperlake run` prints for `summary`."""
+    capsys.readouterr()
+    print_summary(summary)
+    printed = capsys.readouterr().out.splitlines()
+    labels = ("data quality:", "data-quality warning:", "data-quality failure:")
+    return [line for line in printed if line.startswith(labels)]
+
+
+def test_thresholds_and_observations_in_words():
+    between = {"column": "word_count", "min_value": 1.0, "max_value": 1500.0}
+    assert dq.threshold("expect_column_values_to_be_between", between) == (
+        "every value ≥ 1 and ≤ 1500"
+    )
+    assert dq.threshold(
+        "expect_column_values_to_be_between",
+        {"column": "unresolved_macro_count", "min_value": 0, "max_value": 0, "mostly": 0.9},
+    ) == ("every value = 0, in at least 90% of rows")
+    assert dq.threshold("expect_table_row_count_to_equal", {"value": 38}) == "exactly 38 rows"
+    assert dq.threshold(
+        "expect_column_pair_values_to_be_equal",
+        {"column_A": "records_seen", "column_B": "accounted"},
+    ) == ("records_seen = accounted in every row")
+    check = {"expectation": "expect_column_values_to_not_be_null", "element_count": 40}
+    assert dq.observed(check | {"unexpected_count": 2}, None) == "2 of 40 rows unexpected (5.0%)"
+    assert dq.observed({"expectation": "expect_table_row_count_to_equal"}, 41) == "41 rows"
+    # A threshold set by a parameter (the paper count) is the same expectation next version.
+    assert dq.expectation_key("expect_table_row_count_to_equal", None, '{"value": 38}') == (
+        dq.expectation_key("expect_table_row_count_to_equal", None, '{"value": 40}')
+    )
+    assert (
+        dq.short_value("x" * 300 + r"\textbf{A}" + "y" * 300, r"\\textbf\{").count(r"\textbf{A}")
+        == 1
+    )
+
+
+def test_the_run_writes_the_page_paperlake_dq_writes(warned_run):
+    page = warned_run.settings.warehouse / "dq-v2.html"
+    assert warned_run.summary.dq_page == str(page)
+    written_by_run = page.read_text()
+    result = runner.invoke(app, ["dq", "-w", str(warned_run.settings.warehouse)])
+    assert result.exit_code == 0, result.output
+    assert result.output.strip().splitlines()[-1] == str(page)
+    assert page.read_text() == written_by_run
+
+
+def test_trend_shows_both_versions(warned_run):
+    html = (warned_run.settings.warehouse / "dq-v2.html").read_text()
+    trend = html[html.index('<section id="trend">') :]
+    for suite in validate.suite_names():
+        card = trend[trend.index(f'data-trend-suite="{suite}"') :].split("</svg>", 1)[0]
+        assert re.findall(r'data-trend-version="(\w+)" data-status="([\w ]+)"', card) == [
+            ("1", "passed"),
+            ("2", "passed with warnings" if suite == "papers" else "passed"),
+        ], suite
+
+
+def test_cli_dq_json_gives_one_object_per_expectation_result(warned_run, capsys):
+    warehouse = warned_run.settings.warehouse
+    result = runner.invoke(app, ["dq", "-w", str(warehouse), "--format", "json"])
+    assert result.exit_code == 0, result.output
+    content = json.loads(result.stdout)
+    with open_lake(warned_run.settings) as con:
+        stored = con.execute(
+            "select count(*) from dq_results join runs using (run_id) where runs.snapshot_id = 2"
+        ).fetchone()[0]
+    assert (content["version"], content["outcome"]) == (2, "passed with warnings")
+    assert content["lines"] == cli_quality_lines(warned_run.summary, capsys)
+    assert len(content["expectations"]) == stored
+    venue = next(e for e in content["expectations"] if e["column"] == "venue" and not e["success"])
+    assert (venue["severity"], venue["blocking"], venue["outcome"]) == (
+        "warning",
+        False,
+        "failed: warning",
+    )
+    assert sorted((r["title"], r["location"], r["value"]) for r in venue["failing_rows"]) == [
+        ("Distilled Diffusion Policies for Fast Robot Control", "misc/dump.jsonl:2", "null"),
+        ("Sparse Mixtures of Experts at Scale", "misc/dump.jsonl:1", "null"),
+    ]
+    files = {f["file"]: f for f in content["files"]}
+    assert files["misc/dump.jsonl"]["warning"].startswith("of 2 accepted records, 2 no venue")
+
+    first = runner.invoke(app, ["dq", "-w", str(warehouse), "-v", "1"])
+    assert first.output.strip().splitlines()[-1] == str(warehouse / "dq-v1.html")
+    assert "data quality:</span> passed</p>" in (warehouse / "dq-v1.html").read_text()
+    missing = runner.invoke(app, ["dq", "-w", str(warehouse), "-v", "9"])
+    assert missing.exit_code == 1 and "version 9 is not a published version" in missing.output
+
+
+def test_page_of_a_stopped_run_names_the_blocking_failure(warned_run):
+    """A run stopped by a blocking check gets its page from its staged tables and results
+    (here version 2's, with one embedding made to fail)."""
+    settings = warned_run.settings
+    results = pl.DataFrame(
+        json.loads((settings.dq_path / f"{warned_run.summary.run_id}.json").read_text()),
+        schema=validate.DQ_SCHEMA,
+    )
+    con = duckdb.connect()
+    with open_lake(settings) as lake:
+        paper_id, path, line = lake.execute(
+            "select paper_id, source_path, line from papers where title is null "
+            "order by paper_id limit 1"
+        ).fetchone()
+        for name in ("papers", "sources", "rejects", "embeddings"):
+            con.register("frame", lake.table(name).pl())
+            con.execute(f"create table {name} as select * from frame")
+            con.unregister("frame")
+    norm = pl.col("column_name") == "norm"
+    results = results.with_columns(
+        success=pl.when(norm).then(False).otherwise("success"),
+        unexpected_count=pl.when(norm).then(1).otherwise("unexpected_count"),
+        unexpected_ids=pl.when(norm).then(pl.lit([paper_id])).otherwise("unexpected_ids"),
+    )
+    page = dq.write_run_page(con, settings, "0badc0de-stopped", results)
+    assert page == settings.dq_path / "0badc0de-stopped.html"
+    html = page.read_text()
+    assert "run 0badc0de (stopped before publish)" in html
+    lines = [re.sub(r"<[^>]+>", "", m) for m in re.findall(r"<p data-line>(.*?)</p>", html)]
+    assert lines[:2] == [
+        "data quality: failed",
+        "data-quality failure: embeddings.expect_column_values_to_be_between(norm): "
+        f"1 unexpected in rows {paper_id}",
+    ]
+    row = re.search(rf'data-key="{paper_id}">(.*?)</tr>', html, re.S).group(1)
+    assert f"{Path(path).name}:{line}</td>" in row and 'class="untitled"' in row
+    card = html[html.index('data-trend-suite="embeddings"') :].split("</svg>", 1)[0]
+    assert re.findall(r'data-trend-version="(\w+)" data-status="([\w ]+)"', card) == [
+        ("1", "passed"),
+        ("2", "passed"),
+        ("run", "failed"),
+    ]
+
+
+@pytest.fixture(scope="module")
+def chromium():
+    """The system Chromium driven by Playwright (never a downloaded browser)."""
+    if not CHROMIUM.exists():
+        pytest.skip(f"{CHROMIUM} is missing: install Debian's chromium to run browser tests")
+    sync_api = pytest.importorskip("playwright.sync_api")
+    with sync_api.sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+        yield browser
+        browser.close()
+
+
+def test_dq_page_of_a_run_with_warnings_in_chromium(chromium, warned_run, capsys):
+    page = chromium.new_page(viewport={"width": 1280, "height": 900})
+    errors: list[str] = []
+    requests: list[str] = []
+    page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+    page.on("pageerror", lambda exc: errors.append(str(exc)))
+
+    def only_the_file(route):
+        # Offline: anything but the file itself is refused and noted.
+        if route.request.url.startswith("file://"):
+            route.continue_()
+        else:
+            requests.append(route.request.url)
+            route.abort()
+
+    page.route("**/*", only_the_file)
+    page.goto(Path(warned_run.summary.dq_page).resolve().as_uri(), wait_until="load")
+
+    shown = [t.strip() for t in page.locator("#outcome [data-line]").all_text_contents()]
+    assert shown == cli_quality_lines(warned_run.summary, capsys)
+    assert shown[0] == "data quality: passed with warnings"
+
+    listed = page.eval_on_selector_all(".suite[data-suite]", "els => els.map(e => e.dataset.suite)")
+    expected = sorted(p.stem for p in EXPECTATIONS_DIR.glob("*.json"))
+    assert listed == expected
+
+    venue = page.locator(
+        '#suite-papers [data-failing-row][data-expectation="expect_column_values_to_not_be_null"]'
+        '[data-column="venue"]'
+    )
+    assert venue.count() == 2
+    first = venue.filter(has_text="Sparse Mixtures of Experts at Scale")
+    assert first.locator(".location").inner_text() == "misc/dump.jsonl:1"
+    assert first.locator(".location").get_attribute("title") == str(
+        warned_run.raw / "misc" / "dump.jsonl"
+    )
+    assert first.locator(".value").inner_text() == "null"
+
+    # Hiding passed checks leaves the two warnings and their rows.
+    page.check("#hide-passed")
+    assert page.locator("#suite-papers tr.check.passed").first.is_hidden()
+    assert venue.first.is_visible()
+
+    assert errors == []
+    assert requests == []
+    page.close()
