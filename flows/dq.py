@@ -19,14 +19,13 @@ from pathlib import Path
 from typing import Any
 
 import duckdb
-import jinja2
 import polars as pl
 
 from flows import ingest, validate
 from flows.lake import WarehouseError, open_lake, published_versions, read_sql
+from flows.report import templates
 from flows.settings import EXPECTATIONS_DIR, Settings
 
-TEMPLATES_DIR = Path(__file__).resolve().parent / "templates"
 TEMPLATE = "dq.html.j2"
 TREND_VERSIONS = 8  # versions the trend shows, the page's own last
 VALUE_CHARS = 120  # longest offending value shown; longer text is cut around the match
@@ -631,14 +630,7 @@ def build_for_run(
 
 def render(page: Page) -> str:
     """The page as HTML text."""
-    env = jinja2.Environment(
-        loader=jinja2.FileSystemLoader(TEMPLATES_DIR),
-        autoescape=True,
-        trim_blocks=True,
-        lstrip_blocks=True,
-        undefined=jinja2.StrictUndefined,
-    )
-    return env.get_template(TEMPLATE).render(p=page)
+    return templates().get_template(TEMPLATE).render(p=page)
 
 
 def as_json(page: Page) -> dict[str, Any]:

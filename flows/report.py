@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -282,23 +283,32 @@ def build(settings: Settings, version: int | None = None) -> Figures:
     return figures
 
 
-def render(figures: Figures) -> str:
-    """The report page as HTML text."""
-    env = jinja2.Environment(
+@lru_cache(maxsize=1)
+def templates() -> jinja2.Environment:
+    """The Jinja environment of paperlake's offline pages (flows/templates/)."""
+    return jinja2.Environment(
         loader=jinja2.FileSystemLoader(TEMPLATES_DIR),
         autoescape=True,
         trim_blocks=True,
         lstrip_blocks=True,
         undefined=jinja2.StrictUndefined,
     )
-    return env.get_template(TEMPLATE).render(
-        f=figures,
-        map_width=MAP_WIDTH,
-        map_height=MAP_HEIGHT,
-        max_topic=max((t["papers"] for t in figures.topics), default=0),
-        max_venue=max((v["papers"] for v in figures.venues), default=0),
-        max_bin=max((b["papers"] for b in figures.lengths), default=0),
-        max_mention=max((m["papers"] for m in figures.mentions or []), default=0),
+
+
+def render(figures: Figures) -> str:
+    """The report page as HTML text."""
+    return (
+        templates()
+        .get_template(TEMPLATE)
+        .render(
+            f=figures,
+            map_width=MAP_WIDTH,
+            map_height=MAP_HEIGHT,
+            max_topic=max((t["papers"] for t in figures.topics), default=0),
+            max_venue=max((v["papers"] for v in figures.venues), default=0),
+            max_bin=max((b["papers"] for b in figures.lengths), default=0),
+            max_mention=max((m["papers"] for m in figures.mentions or []), default=0),
+        )
     )
 
 

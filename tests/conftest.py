@@ -57,3 +57,55 @@ def write(path: Path, text: str | bytes) -> Path:
     else:
         path.write_text(text, encoding="utf-8")
     return path
+
+
+CHROMIUM = Path("/usr/bin/chromium")
+CHROMIUM_ARGS = [
+    "--headless=new",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+
+
+@pytest.fixture(scope="session")
+def chromium():
+    """The system Chromium driven by Playwright (never a downloaded browser)."""
+    if not CHROMIUM.exists():
+        pytest.skip(f"{CHROMIUM} is missing: install Debian's chromium to run browser tests")
+    sync_api = pytest.importorskip("playwright.sync_api")
+    with sync_api.sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+        yield browser
+        browser.close()
+
+
+@dataclass
+class OfflinePage:
+    """A page opened from a file with every other request refused and noted."""
+
+    page: object
+    requests: list[str]  # what the page tried to fetch besides its file
+    errors: list[str]  # console errors and uncaught exceptions
+
+
+def open_offline(browser, path: Path) -> OfflinePage:
+    page = browser.new_page(viewport={"width": 1280, "height": 900})
+    opened = OfflinePage(page, [], [])
+    page.on("console", lambda m: opened.errors.append(m.text) if m.type == "error" else None)
+    page.on("pageerror", lambda exc: opened.errors.append(str(exc)))
+
+    def only_the_file(route):
+        if route.request.url.startswith("file://"):
+            route.continue_()
+        else:
+            opened.requests.append(route.request.url)
+            route.abort()
+
+    page.route("**/*", only_the_file)
+    page.goto(Path(path).resolve().as_uri(), wait_until="load")
+    return opened

@@ -17,8 +17,7 @@ from flows import dq, validate
 from flows.cli import app, print_summary
 from flows.lake import open_lake
 from flows.settings import EXPECTATIONS_DIR, Settings
-from tests.conftest import SAMPLE_RAW, write
-from tests.test_report import CHROMIUM, CHROMIUM_ARGS
+from tests.conftest import SAMPLE_RAW, open_offline, write
 
 runner = CliRunner()
 # Two titled records without venue or year: version 2 publishes them with warnings.
@@ -198,35 +197,9 @@ def test_page_of_a_stopped_run_names_the_blocking_failure(warned_run):
     ]
 
 
-@pytest.fixture(scope="module")
-def chromium():
-    """The system Chromium driven by Playwright (never a downloaded browser)."""
-    if not CHROMIUM.exists():
-        pytest.skip(f"{CHROMIUM} is missing: install Debian's chromium to run browser tests")
-    sync_api = pytest.importorskip("playwright.sync_api")
-    with sync_api.sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
-        yield browser
-        browser.close()
-
-
 def test_dq_page_of_a_run_with_warnings_in_chromium(chromium, warned_run, capsys):
-    page = chromium.new_page(viewport={"width": 1280, "height": 900})
-    errors: list[str] = []
-    requests: list[str] = []
-    page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
-    page.on("pageerror", lambda exc: errors.append(str(exc)))
-
-    def only_the_file(route):
-        # Offline: anything but the file itself is refused and noted.
-        if route.request.url.startswith("file://"):
-            route.continue_()
-        else:
-            requests.append(route.request.url)
-            route.abort()
-
-    page.route("**/*", only_the_file)
-    page.goto(Path(warned_run.summary.dq_page).resolve().as_uri(), wait_until="load")
+    opened = open_offline(chromium, Path(warned_run.summary.dq_page))
+    page, errors, requests = opened.page, opened.errors, opened.requests
 
     shown = [t.strip() for t in page.locator("#outcome [data-line]").all_text_contents()]
     assert shown == cli_quality_lines(warned_run.summary, capsys)

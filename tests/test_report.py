@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import re
-from pathlib import Path
 
 import duckdb
 import numpy as np
@@ -14,18 +13,7 @@ from typer.testing import CliRunner
 from flows.cli import app
 from flows.lake import open_lake
 from flows.report import gather, length_histogram, project_2d, render, write_report
-
-CHROMIUM = Path("/usr/bin/chromium")
-CHROMIUM_ARGS = [
-    "--headless=new",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
+from tests.conftest import open_offline
 
 runner = CliRunner()
 
@@ -253,18 +241,6 @@ def test_cli_report_without_a_warehouse_fails(tmp_path):
     assert result.exit_code == 1 and "no warehouse at" in result.output
 
 
-@pytest.fixture(scope="module")
-def chromium():
-    """The system Chromium driven by Playwright (never a downloaded browser)."""
-    if not CHROMIUM.exists():
-        pytest.skip(f"{CHROMIUM} is missing: install Debian's chromium to run browser tests")
-    sync_api = pytest.importorskip("playwright.sync_api")
-    with sync_api.sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
-        yield browser
-        browser.close()
-
-
 def warehouse_figures(settings) -> dict:
     """The numbers the report must show, straight from the warehouse with SQL."""
     with open_lake(settings, 1) as con:
@@ -297,22 +273,8 @@ def test_report_in_chromium_matches_the_warehouse(chromium, sample_run, tmp_path
     path = write_report(sample_run.settings, None, tmp_path / "report.html")
     expected = warehouse_figures(sample_run.settings)
 
-    page = chromium.new_page(viewport={"width": 1280, "height": 900})
-    errors: list[str] = []
-    requests: list[str] = []
-    page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
-    page.on("pageerror", lambda exc: errors.append(str(exc)))
-
-    def only_the_file(route):
-        # The page must be self-contained: anything but the file itself is refused and noted.
-        if route.request.url.startswith("file://"):
-            route.continue_()
-        else:
-            requests.append(route.request.url)
-            route.abort()
-
-    page.route("**/*", only_the_file)
-    page.goto(path.resolve().as_uri(), wait_until="load")
+    opened = open_offline(chromium, path)
+    page, errors, requests = opened.page, opened.errors, opened.requests
     shown = page.eval_on_selector_all(
         "[data-metric]",
         "els => els.map(e => ({metric: e.dataset.metric, text: e.textContent.trim(),"
