@@ -10,22 +10,14 @@ import polars as pl
 
 from flows.lake import read_sql
 from flows.settings import NEIGHBOR_METHODS, SQL_DIR
+from flows.tables import sql_tables
 
 BLOCK_ROWS = 2048
 TOPIC_TERMS = 8
 SILHOUETTE_SAMPLE = 2000
 TOPIC_MATCH_MIN = 0.9  # centroid cosine at which a topic counts as the same topic
-# Tables built by sql/<name>.sql, in dependency order.
-SQL_TABLES = (
-    "neighbors",
-    "duplicates",
-    "topic_terms",
-    "topics",
-    "topic_stats",
-    "mentions",
-    "venue_stats",
-    "source_stats",
-)
+# Tables built by sql/<name>.sql, in dependency order (flows/tables.py).
+SQL_TABLES = tuple(sql_tables())
 
 
 def vectors_of(embeddings: pl.DataFrame, ids: pl.Series) -> np.ndarray:

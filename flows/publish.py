@@ -18,6 +18,7 @@ import duckdb
 
 from flows.lake import LAKE, attach, connect
 from flows.settings import Settings
+from flows.tables import history_tables, keyed_tables
 
 # Crash drills: PAPERLAKE_FAULT=<point> kills the process with SIGKILL at that point, so
 # that tests can show a run killed mid-publish leaves the catalog at the previous version.
@@ -25,25 +26,10 @@ FAULT_POINTS = ("before_publish", "mid_publish", "before_commit")
 
 STAGE = "memory.main"
 
-# Published tables and the columns that identify a row in each.
-TABLE_KEYS: dict[str, tuple[str, ...]] = {
-    "sources": ("path",),
-    "papers": ("paper_id",),
-    "paper_sources": ("paper_id", "source_path", "record_no"),
-    "rejects": ("source_path", "record_no"),
-    "embeddings": ("paper_id", "model"),
-    "neighbors": ("paper_id", "neighbor_id"),
-    "duplicates": ("paper_a", "paper_b"),
-    "paper_topics": ("paper_id",),
-    "topics": ("topic_id",),
-    "topic_terms": ("topic_id", "term"),
-    "topic_stats": ("topic_id", "venue", "year"),
-    "mentions": ("paper_id", "kind", "name"),
-    "venue_stats": ("venue", "year"),
-    "source_stats": ("source_path",),
-}
-# Tables that keep a row for every run, appended to.
-HISTORY_TABLES = ("dq_results", "runs")
+# Published tables and the columns that identify a row in each (flows/tables.py), and the
+# tables that keep a row for every run, appended to.
+TABLE_KEYS = keyed_tables()
+HISTORY_TABLES = tuple(history_tables())
 
 
 def fault_point(name: str) -> None:

@@ -21,6 +21,7 @@ from pathlib import Path
 
 import polars as pl
 
+from flows import tables
 from flows.settings import EXPECTATIONS_DIR
 
 os.environ.setdefault("GX_ANALYTICS_ENABLED", "False")
@@ -69,7 +70,7 @@ def describe_failure(row: dict, shown: int = 5) -> str:
 
 @dataclass(frozen=True)
 class Suite:
-    """A suite file from expectations/."""
+    """A suite file from expectations/; failing rows are named by the table's key."""
 
     name: str
     id_columns: tuple[str, ...]
@@ -81,7 +82,7 @@ class Suite:
         spec = json.loads(path.read_text())
         return cls(
             name=spec["name"],
-            id_columns=tuple(spec.get("meta", {}).get("id_columns", [])),
+            id_columns=tables.table(spec["name"]).keys,
             expectations=tuple(spec["expectations"]),
         )
 
@@ -118,6 +119,7 @@ def prepare(table: str, frame: pl.DataFrame) -> pl.DataFrame:
     if table == "embeddings":
         return frame.select(
             "paper_id",
+            "model",
             "dim",
             nan_count=pl.col("embedding").list.eval(pl.element().is_nan()).list.sum(),
             norm=pl.col("embedding").list.eval(pl.element().pow(2)).list.sum().sqrt(),

@@ -116,6 +116,7 @@ def test_embedding_checks_dimension_nan_and_norm(validator):
     frame = pl.DataFrame(
         {
             "paper_id": ["a", "b", "c"],
+            "model": ["m"] * 3,
             "dim": [3, 3, 2],
             "embedding": pl.Series(
                 [[1.0, 0.0, 0.0], [float("nan"), 0.0, 0.0], [0.5, 0.5]], dtype=pl.List(pl.Float32)
@@ -127,7 +128,8 @@ def test_embedding_checks_dimension_nan_and_norm(validator):
     )
     by_column = {r["column_name"]: r["unexpected_ids"] for r in failures.iter_rows(named=True)}
     # A NaN norm is missing to pandas, so the NaN check, not the norm check, names "b".
-    assert by_column == {"dim": ["c"], "nan_count": ["b"], "norm": ["c"]}
+    # Rows are named by the table's key: paper and model.
+    assert by_column == {"dim": ["c/m"], "nan_count": ["b/m"], "norm": ["c/m"]}
 
 
 def test_sources_must_account_for_every_record(validator):
