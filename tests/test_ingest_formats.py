@@ -10,6 +10,7 @@ import polars as pl
 import pytest
 
 from flows import ingest
+from flows.ingest import read as ingest_read
 from tests.conftest import SHARED_CORPORA, write
 
 ONE = (
@@ -680,7 +681,7 @@ def test_parses_are_cached_and_redone_when_the_settings_change(tmp_path):
 
 
 def test_accepted_records_are_spilled_to_parquet_and_read_lazily(tmp_path, monkeypatch):
-    monkeypatch.setattr(ingest, "BATCH_RECORDS", 2)
+    monkeypatch.setattr(ingest_read, "BATCH_RECORDS", 2)
     path = write(
         tmp_path / "five.jsonl",
         "\n".join(json.dumps({"abstract": t}) for t in (ONE, TWO, THREE, ONE, TWO)),

@@ -11,6 +11,7 @@ import tomllib
 import polars as pl
 
 from flows import ingest
+from flows.ingest import clean as ingest_clean
 from tests.conftest import write
 from tests.hostile import (
     OPENREVIEW_HEADER,
@@ -49,7 +50,7 @@ def test_a_record_whose_cleaning_fails_is_rejected_with_the_exception(tmp_path, 
             raise RuntimeError("cannot classify this link")
         return extract(text)
 
-    monkeypatch.setattr(ingest, "extract_links", fragile)
+    monkeypatch.setattr(ingest_clean, "extract_links", fragile)
     path = write(tmp_path / "rows.csv", proper_csv(openreview_rows(3), OPENREVIEW_HEADER))
     result = ingest.ingest([path])
     assert by_name(result)["rows.csv"]["accepted"] == 2

@@ -2,7 +2,7 @@
 
 Each test throws generated material (control characters, quotes, delimiters, lone
 brackets, broken links, invalid UTF-8, NUL bytes, long runs) at one function of
-flows/ingest.py, checks that it does not raise and that what it returns keeps its promise.
+flows/ingest/, checks that it does not raise and that what it returns keeps its promise.
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from flows import ingest
+from flows.ingest.readers.text import _sniff_text
 
 PROPS = settings(
     max_examples=200,
@@ -527,7 +528,7 @@ def test_repair_row_rejoins_or_explains(row):
 @PROPS
 @given(text=HOSTILE_TEXT)
 def test_sniff_text_gives_blocks_or_lines(text):
-    assert ingest._sniff_text(text) in ("blocks", "lines")
+    assert _sniff_text(text) in ("blocks", "lines")
 
 
 @PROPS

@@ -1,0 +1,100 @@
+"""The parse cache: parsed records of file versions already seen, as Parquet parts."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+from collections.abc import Sequence
+from pathlib import Path
+
+import polars as pl
+
+from flows.ingest.metadata import metadata_from_path
+from flows.ingest.model import INGEST_VERSION, NO_OVERRIDE, FileOverride, SourceFile
+
+
+class PartWriter:
+    """Accepted records of one file written as numbered Parquet parts in a folder."""
+
+    def __init__(self, folder: Path):
+        self.folder = folder
+        self.names: list[str] = []
+
+    def write(self, frame: pl.DataFrame) -> None:
+        if frame.height == 0:
+            return
+        self.folder.mkdir(parents=True, exist_ok=True)
+        name = f"records-{len(self.names):05d}.parquet"
+        frame.write_parquet(self.folder / name)
+        self.names.append(name)
+
+    def discard(self) -> None:
+        shutil.rmtree(self.folder, ignore_errors=True)
+        self.names = []
+
+
+class ParseCache:
+    """Parsed records of file versions already seen, keyed by content hash and ingest config.
+
+    A file whose bytes (and settings) did not change is not parsed again; its records are
+    read back and given the file's current path. Layout: `<key>/records-*.parquet` and
+    `<key>/rejects.parquet`, with `<key>.json` (the file's sources row) written last.
+    """
+
+    def __init__(self, folder: Path, min_words: int, max_words: int | None = None):
+        self.folder = folder
+        self.config = f"{INGEST_VERSION}:{min_words}:{max_words}"
+
+    def key(
+        self, sha256: str, override: FileOverride = NO_OVERRIDE, parts: Sequence[str] = ()
+    ) -> str:
+        # The venue and year a file's path gives are part of its parse.
+        spec = f"{sha256}:{self.config}:{override.origin}:{metadata_from_path(parts)[:2]}"
+        return hashlib.sha256(spec.encode()).hexdigest()[:32]
+
+    def load(
+        self, source: SourceFile, override: FileOverride = NO_OVERRIDE, parts: Sequence[str] = ()
+    ) -> tuple[SourceFile, list[Path], pl.DataFrame] | None:
+        """The cached sources row, record parts and rejects of a file version, if any."""
+        key = self.key(source.sha256, override, parts)
+        meta = self.folder / f"{key}.json"
+        if not meta.exists():
+            return None
+        spec = json.loads(meta.read_text())
+        names = spec.pop("parts")
+        cached = SourceFile(**spec)
+        cached.path = source.path
+        rejects = pl.read_parquet(self.folder / key / "rejects.parquet").with_columns(
+            source_path=pl.lit(source.path)
+        )
+        return cached, [self.folder / key / n for n in names], rejects
+
+    def writer(
+        self, sha256: str, override: FileOverride = NO_OVERRIDE, parts: Sequence[str] = ()
+    ) -> PartWriter:
+        """Where a parse being cached writes its parts (renamed into place by `store`)."""
+        key = self.key(sha256, override, parts)
+        return PartWriter(self.folder / f"{key}.tmp-{os.getpid()}")
+
+    def store(
+        self,
+        source: SourceFile,
+        writer: PartWriter,
+        rejects: pl.DataFrame,
+        override: FileOverride = NO_OVERRIDE,
+        parts: Sequence[str] = (),
+    ) -> list[Path]:
+        """Move a finished parse into place, the index file last; returns the parts' paths."""
+        key = self.key(source.sha256, override, parts)
+        target = self.folder / key
+        writer.folder.mkdir(parents=True, exist_ok=True)
+        rejects.write_parquet(writer.folder / "rejects.parquet")
+        shutil.rmtree(target, ignore_errors=True)
+        os.replace(writer.folder, target)
+        spec = {k: v for k, v in vars(source).items() if k != "cached"} | {"parts": writer.names}
+        tmp = self.folder / f"{key}.json.tmp"
+        tmp.write_text(json.dumps(spec))
+        os.replace(tmp, self.folder / f"{key}.json")
+        return [target / n for n in writer.names]

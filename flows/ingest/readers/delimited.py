@@ -1,0 +1,309 @@
+"""CSV and TSV with a header, and the repair of rows split by unquoted delimiters."""
+
+from __future__ import annotations
+
+import csv
+import itertools
+import re
+from collections.abc import Iterator, Mapping, Sequence
+from typing import IO
+
+from flows.ingest.fields import column_key, fill_fields, map_columns
+from flows.ingest.model import FileOverride, Found, IngestError, Layout, Reader
+from flows.ingest.readers.common import snippet, valid_text
+
+CSV_FIELD_LIMIT = 16 << 20
+# Columns whose values have a recognisable shape: they anchor a repair of a shifted row.
+URL_COLUMNS = {"url", "link", "forum", "forum_url", "pdf", "pdf_url", "paper_url", "openreview"}
+ANCHOR_SHAPES = {
+    "label": re.compile(r"^[^\n]{0,200}$"),
+    "id": re.compile(r"^[\w.:/\-]{1,128}$"),
+    "url": re.compile(r"^https?://\S+$"),
+    "year": re.compile(r"^\s*(?:19|20)\d{2}\s*$"),
+}
+# A shifted row is rejoined only when this many surplus fields or fewer split it.
+MAX_SURPLUS_FIELDS = 64
+THOUSANDS_RE = re.compile(r"\d{3}(?!\d)")
+
+
+def _sniff_delimited(
+    text: str,
+    columns: Mapping[str, str],
+    delimiters: Sequence[str] = ("\t", ",", ";", "|"),
+    require_abstract: bool = True,
+) -> tuple[str, str] | None:
+    """csv or tsv and the delimiter, if the first line is a header with an abstract column
+    (or, without `require_abstract`, with at least two columns)."""
+    first = text.split("\n", 1)[0].rstrip("\r")
+    best: tuple[int, str] | None = None
+    for delimiter in delimiters:
+        if delimiter not in first:
+            continue
+        try:
+            names = next(csv.reader([first], delimiter=delimiter))
+        except csv.Error:
+            continue
+        score = len(map_columns(names, columns)) if require_abstract else len(names)
+        fits = "abstract_raw" in map_columns(names, columns) or not require_abstract
+        if fits and (best is None or score > best[0]):
+            best = (score, delimiter)
+    if best is None:
+        return None
+    return ("tsv" if best[1] == "\t" else "csv"), best[1]
+
+
+class LineFeed:
+    """Lines of a binary stream, decoded for the csv module, remembering their bytes.
+
+    The csv module pulls exactly the lines of one record, so the feed knows where each
+    record starts (line and byte offset) and what its raw bytes were.
+    """
+
+    def __init__(self, stream: IO[bytes]):
+        self.lines = iter(stream)
+        self.line_no = 0
+        self.offset = 0
+        self.raw: list[bytes] = []
+
+    def __iter__(self) -> LineFeed:
+        return self
+
+    def __next__(self) -> str:
+        line = next(self.lines)
+        self.line_no += 1
+        self.offset += len(line)
+        self.raw.append(line)
+        # Undecodable bytes travel as surrogate escapes and are reported per record.
+        return line.decode("utf-8", "surrogateescape")
+
+
+def read_delimited(stream: IO[bytes], delimiter: str, columns: Mapping[str, str]) -> Iterator[dict]:
+    """Records of CSV/TSV with a header; a quoted field may span lines.
+
+    A row with too many fields is repaired when an id or link column pins down which
+    field's commas shifted the rest; otherwise it is rejected, as are rows with too few.
+    """
+    csv.field_size_limit(CSV_FIELD_LIMIT)
+    feed = LineFeed(stream)
+    # strict: a quote in the wrong place is an error for that row, where a lenient reader
+    # would silently run the following rows into one field.
+    reader = csv.reader(feed, delimiter=delimiter, strict=True)
+    try:
+        header = next(reader, [])
+    except csv.Error as exc:
+        raise IngestError(f"the header line cannot be read as CSV: {exc}") from None
+    if header:
+        header[0] = header[0].lstrip("\ufeff")
+    positions = map_columns(header, columns)
+    anchors = anchor_columns(header, positions)
+    width = len(header)
+    while True:
+        line, offset = feed.line_no + 1, feed.offset
+        feed.raw.clear()
+        try:
+            row = next(reader)
+        except StopIteration:
+            return
+        except csv.Error as exc:
+            yield {
+                "line": line,
+                "byte_offset": offset,
+                "read_rule": "unparseable_row",
+                "read_reason": f"CSV error: {exc}",
+                "raw_snippet": snippet(b"".join(feed.raw)),
+            }
+            reader = csv.reader(feed, delimiter=delimiter, strict=True)
+            continue
+        if not row or (len(row) == 1 and not row[0].strip()):
+            continue  # a blank line holds no record
+        raw = b"".join(feed.raw)
+        record: dict = {"line": line, "byte_offset": offset, "raw_snippet": snippet(raw)}
+        try:
+            raw.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            record["decode_error"] = f"invalid UTF-8 at byte {offset + exc.start}"
+            row = [valid_text(value) for value in row]
+        if len(row) != width:
+            text = valid_text(raw.decode("utf-8", "surrogateescape")).rstrip("\r\n")
+            fixed, problem = repair_row(text, delimiter, width, anchors)
+            if fixed is None:
+                record["read_rule"] = "wrong_field_count"
+                record["read_reason"] = (
+                    f"row has {len(row)} fields, the header has {width}; {problem}"
+                )
+                yield record
+                continue
+            row = fixed
+            record["read_flags"] = ["repaired_fields"]
+        if "abstract_raw" not in positions:
+            record["read_rule"] = "empty_abstract"
+            record["read_reason"] = "no abstract column among the header's columns " + ", ".join(
+                header[:20]
+            )
+            yield record
+            continue
+        yield fill_fields(record, {f: row[i] for f, i in positions.items()})
+
+
+def anchor_columns(header: Sequence[str], positions: Mapping[str, int]) -> dict[int, str]:
+    """Columns that hold one field each, by position: those whose values have a known shape
+    (id, link, year) and short labels (venue, decision) that carry no delimiter."""
+    anchors = {i: "url" for i, name in enumerate(header) if column_key(name) in URL_COLUMNS}
+    for name, kind in (("venue", "label"), ("decision", "label"), ("external_id", "id")):
+        if name in positions:
+            anchors[positions[name]] = kind
+    if "year" in positions:
+        anchors[positions["year"]] = "year"
+    return anchors
+
+
+def split_fields(text: str, delimiter: str) -> list[tuple[str, bool]]:
+    """The fields of one CSV record, each with whether it was quoted."""
+    fields: list[tuple[str, bool]] = []
+    i, n = 0, len(text)
+    while True:
+        if i < n and text[i] == '"':
+            j, value = i + 1, []
+            while j < n:
+                if text[j] == '"':
+                    if text[j + 1 : j + 2] == '"':
+                        value.append('"')
+                        j += 2
+                        continue
+                    break
+                value.append(text[j])
+                j += 1
+            end = text.find(delimiter, j)
+            end = n if end < 0 else end
+            fields.append(("".join(value) + text[j + 1 : end], True))
+        else:
+            end = text.find(delimiter, i)
+            end = n if end < 0 else end
+            fields.append((text[i:end], False))
+        if end >= n:
+            return fields
+        i = end + 1
+
+
+def repair_row(
+    text: str, delimiter: str, width: int, anchors: Mapping[int, str]
+) -> tuple[list[str] | None, str]:
+    """Rejoin a row that unquoted delimiters split into too many fields.
+
+    Every anchor column (id, link, year, label) takes one field of its shape; the other
+    columns absorb the surplus, rejoining neighbouring unquoted fields. A reading is
+    accepted when it is the only one, either among those that rejoin exactly where a
+    delimiter sits inside prose (followed by a space, or a thousands separator as in
+    72,413) and split everywhere else, or among all readings.
+
+    Returns:
+        the repaired values (or None) and, when None, why no repair was made.
+    """
+    if not any(kind in ("id", "url") for kind in anchors.values()):
+        return None, "no id or link column to anchor a repair"
+    fields = split_fields(text, delimiter)
+    extra = len(fields) - width
+    if extra <= 0:
+        return None, "too few fields to repair"
+    if extra > MAX_SURPLUS_FIELDS:
+        return None, f"{extra} surplus fields, more than {MAX_SURPLUS_FIELDS} to rejoin"
+    if fixed := _rejoin_prose(fields, width, anchors, delimiter):
+        return fixed, ""
+    readings = _rejoinings(fields, width, anchors, delimiter)
+    if len(readings) == 1:
+        return readings[0], ""
+    if not readings:
+        return None, "no rejoining of fields fits the id and link columns"
+    return None, "more than one way to rejoin the fields fits the id and link columns"
+
+
+def _fits(value: str, kind: str | None) -> bool:
+    return kind is None or bool(ANCHOR_SHAPES[kind].match(value))
+
+
+def _rejoin_prose(
+    fields: list[tuple[str, bool]], width: int, anchors: Mapping[int, str], delimiter: str
+) -> list[str] | None:
+    """The reading that rejoins fields exactly where the delimiter sits inside prose."""
+    groups: list[list[tuple[str, bool]]] = [[fields[0]]]
+    for before, after in itertools.pairwise(fields):
+        value, quoted = after
+        prose = value[:1].isspace() or (
+            before[0][-1:].isdigit() and THOUSANDS_RE.match(value) is not None
+        )
+        inside = prose and not quoted and not before[1]
+        if inside:
+            groups[-1].append(after)
+        else:
+            groups.append([after])
+    if len(groups) != width:
+        return None
+    values = []
+    for column, group in enumerate(groups):
+        kind = anchors.get(column)
+        value = delimiter.join(v for v, _ in group)
+        if (len(group) > 1 and kind is not None) or not _fits(value, kind):
+            return None
+        values.append(value)
+    return values
+
+
+def _rejoinings(
+    fields: list[tuple[str, bool]], width: int, anchors: Mapping[int, str], delimiter: str
+) -> list[list[str]]:
+    """Readings of the row that fit the anchor columns: none, one, or two (of maybe more)."""
+    n = len(fields)
+
+    def spans(column: int, start: int) -> Iterator[tuple[int, str]]:
+        """(end, value) of the fields column `column` may take from `start` on."""
+        kind = anchors.get(column)
+        longest = 1 if kind is not None else n - start - (width - column - 1)
+        for end in range(start + 1, start + longest + 1):
+            if end - start > 1 and (fields[start][1] or fields[end - 1][1]):
+                return  # a quoted field is whole: it is never rejoined with another
+            value = delimiter.join(v for v, _ in fields[start:end])
+            if _fits(value, kind):
+                yield end, value
+
+    # ways[column][start]: readings of columns `column`.. over fields `start`.., counted up
+    # to two. Column c starts between field c and field c + surplus.
+    extra = n - width
+    ways = [dict.fromkeys(range(c, c + extra + 1), 0) for c in range(width)] + [{n: 1}]
+    for column in range(width - 1, -1, -1):
+        for start in ways[column]:
+            total = 0
+            for end, _ in spans(column, start):
+                total += ways[column + 1].get(end, 0)
+                if total >= 2:
+                    break
+            ways[column][start] = min(total, 2)
+    found = ways[0][0]
+    if found != 1:
+        return [[]] * found
+    values, start = [], 0
+    for column in range(width):
+        end, value = next((e, v) for e, v in spans(column, start) if ways[column + 1].get(e, 0))
+        values.append(value)
+        start = end
+    return [values]
+
+
+def sniff_table(text: str, columns: Mapping[str, str]) -> Found | None:
+    """csv or tsv for a file named as a table: any header of two columns or more will do."""
+    return _sniff_delimited(text, columns, require_abstract=False)
+
+
+def read(source: IO[bytes], layout: Layout, override: FileOverride) -> Iterator[dict]:
+    """Records of CSV/TSV in the delimiter detection found."""
+    return read_delimited(source, layout.delimiter, override.column_map)
+
+
+READER = Reader(
+    family="csv",
+    formats=("csv", "tsv"),
+    read=read,
+    extensions=(".csv", ".tsv", ".tab"),
+    sniff=_sniff_delimited,
+    sniff_order=20,
+    sniff_named=sniff_table,
+)
