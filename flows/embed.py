@@ -8,14 +8,11 @@ from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
+import numpy as np
+import polars as pl
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeRemainingColumn
+
 from flows.settings import PACKAGED_MODEL, configure_environment
-
-# Weights come from an installed package or a local folder; never from a hub at run time.
-configure_environment()
-
-import numpy as np  # noqa: E402
-import polars as pl  # noqa: E402
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeRemainingColumn  # noqa: E402
 
 CHUNK_BATCHES = 4  # batches per progress update
 HALF_DTYPES = {"bf16": "bfloat16", "fp16": "float16"}
@@ -106,6 +103,9 @@ def choose_precision(precision: str, device: str) -> str:
 @lru_cache(maxsize=4)
 def load_model(model: str, device: str = "auto", precision: str = "auto"):
     """The sentence-transformers model and its ModelInfo (loaded once per process)."""
+    # Weights come from an installed package or a local folder; never from a hub at run
+    # time: the offline switches must be set before the hub libraries are imported.
+    configure_environment()
     import torch
     from sentence_transformers import SentenceTransformer
 

@@ -24,8 +24,6 @@ import polars as pl
 from flows import tables
 from flows.settings import EXPECTATIONS_DIR
 
-os.environ.setdefault("GX_ANALYTICS_ENABLED", "False")
-
 BATCH_ROWS = 200_000
 KEEP_RESULTS = 30  # stored results per suite that the Data Docs show
 SAMPLE_IDS = 20
@@ -128,6 +126,8 @@ def prepare(table: str, frame: pl.DataFrame) -> pl.DataFrame:
 
 
 def _quiet_gx() -> None:
+    """No analytics, no chatter: set before Great Expectations is imported."""
+    os.environ.setdefault("GX_ANALYTICS_ENABLED", "False")
     for name in ("great_expectations", "great_expectations.core", "tzlocal"):
         logging.getLogger(name).setLevel(logging.ERROR)
     warnings.filterwarnings("ignore", module="great_expectations")
