@@ -7,7 +7,8 @@ parts, so memory stays bounded whatever the size of the input.
 
 Formats: the sample format (a header line naming venue and year, then abstracts
 separated by blank lines), one abstract per line, JSON Lines (the arXiv OAI snapshot
-among them), JSON arrays, CSV and TSV with a header, Parquet, and the gzip of each.
+among them), JSON arrays, CSV and TSV with a header, Parquet, BibTeX, and the gzip of
+each.
 A `paperlake.toml` beside the raw files can set format, venue, year and columns per file.
 
 Modules, in the order a file meets them:

@@ -10,10 +10,16 @@ module here and its line in READERS.
 from __future__ import annotations
 
 from flows.ingest.model import Reader
-from flows.ingest.readers import delimited, json, parquet, text
+from flows.ingest.readers import bibtex, delimited, json, parquet, text
 
 # In the order FORMATS lists them (settings errors and the README do too).
-READERS: tuple[Reader, ...] = (text.READER, json.READER, delimited.READER, parquet.READER)
+READERS: tuple[Reader, ...] = (
+    text.READER,
+    json.READER,
+    delimited.READER,
+    parquet.READER,
+    bibtex.READER,
+)
 
 FORMATS = tuple(fmt for reader in READERS for fmt in reader.formats)
 # Format -> family, and file extension -> the family it promises.
