@@ -222,3 +222,17 @@ def test_validate_on_hostile_exports_shows_no_traceback_and_accounts_for_every_f
     assert sum(f["seen"] for f in files) == 3201
     warned = {f["path"].rsplit("/", 1)[-1]: f["warning"] for f in files if f["warning"]}
     assert warned["not_json.json"].startswith("named .json but the content is lines")
+
+
+def test_a_file_that_cannot_be_read_costs_that_file_and_nothing_else(tmp_path):
+    from flows.publish import current_fingerprint
+    from flows.settings import Settings
+
+    raw = tmp_path / "raw"
+    write(raw / "good.txt", "\n".join(sample_abstracts()[:2]) + "\n")
+    (raw / "eio.txt").symlink_to("/proc/self/mem")  # reading it fails with EIO
+    files = by_name(ingest.ingest([raw]))
+    assert files["eio.txt"]["error"].endswith("eio.txt: cannot be read: Input/output error")
+    assert (files["eio.txt"]["records_seen"], files["good.txt"]["accepted"]) == (0, 2)
+    # The up-to-date check hashes the inputs too: it records the file as unreadable.
+    assert current_fingerprint(Settings(raw=(raw,), warehouse=tmp_path / "w"))

@@ -66,7 +66,7 @@ from flows.ingest.model import (
     SourceFile,
 )
 from flows.ingest.overrides import Overrides, load_settings
-from flows.ingest.paths import discover, file_digest, raw_place
+from flows.ingest.paths import discover, file_digest, raw_place, try_digest
 from flows.ingest.read import (
     IngestResult,
     build_papers,
@@ -121,6 +121,7 @@ __all__ = [
     "discover",
     "extract_links",
     "file_digest",
+    "try_digest",
     "file_report",
     "fill_fields",
     "ingest",

@@ -45,6 +45,15 @@ def file_digest(path: Path) -> tuple[str, int]:
     return digest.hexdigest(), size
 
 
+def try_digest(path: Path) -> tuple[str, int, str | None]:
+    """sha256 and size of a file, or, where it cannot be read (EIO, a vanished file), a
+    stand-in hash naming the error, size 0 and the error for the file's sources row."""
+    try:
+        return (*file_digest(path), None)
+    except OSError as exc:
+        return f"unreadable:{exc.errno}", 0, f"{path}: cannot be read: {exc.strerror or exc}"
+
+
 def raw_place(path: Path, roots: Sequence[Path]) -> tuple[Path, str]:
     """The raw folder a file was found under and its path below it, in / form.
 

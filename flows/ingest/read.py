@@ -36,7 +36,7 @@ from flows.ingest.model import (
     SourceFile,
 )
 from flows.ingest.overrides import Overrides
-from flows.ingest.paths import DOCUMENTATION_RE, discover, file_digest, raw_place
+from flows.ingest.paths import DOCUMENTATION_RE, discover, raw_place, try_digest
 from flows.ingest.readers import reader_for
 
 BATCH_RECORDS = 50_000
@@ -284,8 +284,11 @@ def ingest(
         if path.name == SETTINGS_FILE:
             settings_seen.setdefault(path.resolve(), path)
             continue
+        sha, size, unreadable = try_digest(path)
+        if unreadable:  # a file that cannot be read costs that file, never the run
+            files.append(SourceFile(str(path), sha, size, error=unreadable))
+            continue
         if DOCUMENTATION_RE.match(path.name) and path not in roots:
-            sha, size = file_digest(path)
             files.append(
                 SourceFile(
                     str(path),
@@ -301,7 +304,6 @@ def ingest(
             settings_seen.setdefault(settings.resolve(), settings)
         folder, relative = raw_place(path, roots)
         parts = [folder.resolve().name, *relative.split("/")]
-        sha, size = file_digest(path)
         hit = cache.load(SourceFile(str(path), sha, size), override, parts) if cache else None
         if hit:
             source, names, bad = hit
@@ -335,10 +337,9 @@ def ingest(
         files.append(source)
     for key, settings in settings_seen.items():
         overrides.rules(settings)
-        sha, size = file_digest(settings)
-        files.append(
-            SourceFile(str(settings), sha, size, format="settings", error=overrides.errors.get(key))
-        )
+        sha, size, unreadable = try_digest(settings)
+        error = overrides.errors.get(key) or unreadable
+        files.append(SourceFile(str(settings), sha, size, format="settings", error=error))
     sources = pl.DataFrame([f.row() for f in files], schema=SOURCE_SCHEMA)
     return IngestResult(
         sources=sources,
