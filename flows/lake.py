@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import fcntl
 import importlib
+import logging
 import os
 import re
 import time
@@ -95,13 +96,22 @@ def attach(
     if read_only:
         options.append("READ_ONLY")
     deadline = time.monotonic() + ATTACH_WAIT_SECONDS
+    waiting = False
     while True:
         try:
             con.execute(f"ATTACH 'ducklake:{catalog}' AS {LAKE} ({', '.join(options)})")
             break
         except duckdb.IOException as exc:
             if "lock" not in str(exc).lower() or time.monotonic() > deadline:
-                raise WarehouseBusy(f"catalog {catalog} is in use: {exc}") from exc
+                raise WarehouseBusy(
+                    f"catalog {catalog} is still in use after {ATTACH_WAIT_SECONDS} s "
+                    f"(close the other process, e.g. an open Python session): {exc}"
+                ) from None
+            if not waiting:  # say once who holds it (DuckDB's message names the process)
+                logging.getLogger("paperlake").warning(
+                    "waiting up to %d s for catalog %s: %s", ATTACH_WAIT_SECONDS, catalog, exc
+                )
+                waiting = True
             time.sleep(0.5)
     con.execute(f"USE {LAKE}")
 

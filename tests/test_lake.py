@@ -67,3 +67,35 @@ def test_query_allows_reading_statements():
     for sql in ("select 1", "from papers", "describe papers", "show tables", "explain select 1",
                 "with t as (select 1 as x) select * from t", "summarize papers"):  # fmt: skip
         assert read_only_query(sql) == sql
+
+
+def test_a_reader_holding_the_catalog_makes_a_writer_wait_then_say_who(
+    sample_run, tmp_path, monkeypatch, caplog
+):
+    import subprocess
+    import sys
+    import time
+
+    from flows import lake
+
+    copy = tmp_path / "warehouse"
+    shutil.copytree(sample_run.settings.warehouse, copy, ignore=shutil.ignore_patterns(".lock"))
+    reader = subprocess.Popen(
+        [sys.executable, "-c",
+         "import sys, time; from flows.lake import open_lake; from flows.settings import "
+         f"Settings; con = open_lake(Settings(warehouse={str(copy)!r})); print('open', "
+         "flush=True); time.sleep(60)"],
+        stdout=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        assert reader.stdout.readline().strip() == "open"
+        monkeypatch.setattr(lake, "ATTACH_WAIT_SECONDS", 2)
+        con = lake.connect()
+        started = time.monotonic()
+        with pytest.raises(lake.WarehouseBusy, match="still in use after 2 s"):
+            lake.attach(con, Settings(warehouse=copy), create=True)
+        assert 2 <= time.monotonic() - started < 10
+        assert any("waiting up to 2 s for catalog" in r.message for r in caplog.records)
+    finally:
+        reader.kill()
+        reader.wait()
