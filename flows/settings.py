@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import os
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import MISSING, asdict, dataclass, field, fields, replace
 from pathlib import Path
+from typing import Any, get_type_hints
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 SQL_DIR = PROJECT_ROOT / "sql"
@@ -13,6 +14,8 @@ EXPECTATIONS_DIR = PROJECT_ROOT / "expectations"
 # The packaged model is the default; any local sentence-transformers folder works too.
 PACKAGED_MODEL = "all-MiniLM-L6-v2"
 NEIGHBOR_METHODS = ("auto", "exact", "hnsw")
+PRECISIONS = ("auto", "bf16", "fp32")
+DEVICES = ("auto", "cpu", "cuda")
 
 
 def configure_environment() -> None:
@@ -41,35 +44,66 @@ def default_warehouse() -> Path:
     return Path(os.environ.get("PAPERLAKE_WAREHOUSE", "warehouse"))
 
 
+def setting(default: Any = MISSING, help: str = "", choices: tuple[str, ...] = (), **kw: Any):
+    """A Settings field with its help text (and allowed values), declared once for the CLI
+    options and the flow parameters derived from it."""
+    return field(default=default, metadata={"help": help, "choices": choices}, **kw)
+
+
 @dataclass(frozen=True)
 class Settings:
     """Everything a run depends on. Paths, model, batch size and thresholds live here only."""
 
-    warehouse: Path = field(default_factory=default_warehouse)
-    raw: tuple[Path, ...] = (Path("data/raw"),)
-    model: str = PACKAGED_MODEL
-    batch_size: int = 32
-    precision: str = "auto"  # auto | bf16 | fp32
-    device: str = "auto"  # auto | cpu | cuda
-    neighbors_k: int = 10
-    neighbors_method: str = "auto"  # auto | exact | hnsw
-    exact_neighbors_max: int = 20_000  # auto: exact up to this many papers, HNSW above
-    duplicate_threshold: float = 0.95
-    n_topics: int | None = None  # None: chosen from the data
-    seed: int = 42
-    min_words: int = 20
-    max_words: int = 1500
-    max_reject_share: float = 0.5  # per file; above it the file gets a warning
+    warehouse: Path = setting(
+        default_factory=default_warehouse,
+        help="Warehouse folder (default: $PAPERLAKE_WAREHOUSE, else warehouse/).",
+    )
+    raw: tuple[Path, ...] = setting(
+        (Path("data/raw"),), help="Raw file or folder, read recursively; repeatable."
+    )
+    model: str = setting(
+        PACKAGED_MODEL,
+        help="The packaged all-MiniLM-L6-v2 or a local sentence-transformers folder.",
+    )
+    batch_size: int = setting(32, help="Embedding batch size.")
+    precision: str = setting(
+        "auto",
+        help="Embedding precision; auto: bf16 where the CPU computes it natively.",
+        choices=PRECISIONS,
+    )
+    device: str = setting("auto", help="Where to embed.", choices=DEVICES)
+    neighbors_k: int = setting(10, help="Nearest neighbours kept per paper.")
+    neighbors_method: str = setting(
+        "auto",
+        help="Neighbour search; auto: exact up to exact_neighbors_max papers, HNSW above.",
+        choices=NEIGHBOR_METHODS,
+    )
+    exact_neighbors_max: int = setting(
+        20_000, help="Most papers for which auto searches neighbours exactly."
+    )
+    duplicate_threshold: float = setting(
+        0.95, help="Cosine score from which two papers are near-duplicates, in (0, 1]."
+    )
+    n_topics: int | None = setting(
+        None, help="Number of topics (default: chosen from the data by silhouette)."
+    )
+    seed: int = setting(42, help="Random seed of the topic clustering.")
+    min_words: int = setting(20, help="Fewest words of an untitled abstract.")
+    max_words: int = setting(1500, help="Most words of an abstract.")
+    max_reject_share: float = setting(
+        0.5, help="Share of a file's records rejected above which the file gets a warning."
+    )
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "warehouse", Path(self.warehouse))
         object.__setattr__(self, "raw", tuple(Path(p) for p in self.raw))
-        if self.precision not in ("auto", "bf16", "fp32"):
-            raise ValueError(f"precision must be auto, bf16 or fp32, not {self.precision!r}")
-        if self.neighbors_method not in NEIGHBOR_METHODS:
-            raise ValueError(
-                f"neighbors_method must be auto, exact or hnsw, not {self.neighbors_method!r}"
-            )
+        for spec in fields(self):
+            choices = spec.metadata["choices"]
+            if choices and getattr(self, spec.name) not in choices:
+                raise ValueError(
+                    f"{spec.name} must be {', '.join(choices[:-1])} or {choices[-1]}, "
+                    f"not {getattr(self, spec.name)!r}"
+                )
         if not 0 < self.duplicate_threshold <= 1:
             raise ValueError("duplicate_threshold must be in (0, 1]")
 
@@ -105,3 +139,30 @@ class Settings:
         for key in ("warehouse", "raw", "device"):
             out.pop(key)
         return out
+
+
+@dataclass(frozen=True)
+class Parameter:
+    """A setting as a run parameter: what a CLI option or a flow parameter is made from."""
+
+    name: str
+    type: Any  # the field's type, resolved: int, int | None, tuple[Path, ...], ...
+    default: Any  # the value a run takes when the parameter is not given
+    help: str
+    choices: tuple[str, ...] = ()  # the allowed values, where only some are
+
+
+def run_parameters() -> list[Parameter]:
+    """Every setting a run takes, in declaration order: name, type, default and help."""
+    types = get_type_hints(Settings)
+    defaults = Settings()
+    return [
+        Parameter(
+            spec.name,
+            types[spec.name],
+            getattr(defaults, spec.name),
+            spec.metadata["help"],
+            spec.metadata["choices"],
+        )
+        for spec in fields(Settings)
+    ]
