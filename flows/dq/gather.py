@@ -1,255 +1,34 @@
-"""Data quality: one self-contained page per version, built from dq_results and its tables.
-
-The page opens with the run's outcome in the words `paperlake run` printed
-(validate.outcome_lines), then lists every suite and expectation with its severity, its
-outcome, the observed value against the threshold, and the failing rows as a person knows
-them: title, file:line and the offending value. It folds in the per-file ingest figures
-and a trend over recent versions. Figures come from sql/dq/, the page from
-flows/templates/dq.html.j2; CSS, SVG and JS are inline, so it opens offline. `as_json`
-gives the same content for machines.
-"""
+"""The data-quality page's content, gathered from dq_results and the tables it checked."""
 
 from __future__ import annotations
 
 import json
 import os
-import re
-from dataclasses import asdict, dataclass, field
-from pathlib import Path
 from typing import Any
 
 import duckdb
 import polars as pl
 
 from flows import ingest, validate
+from flows.dq.page import (
+    THIS_RUN,
+    Check,
+    FailingRow,
+    Page,
+    SuiteReport,
+    SuiteTrend,
+    TrendPoint,
+    expectation_key,
+    number,
+    observed,
+    short_value,
+    status_of,
+    threshold,
+)
 from flows.lake import WarehouseError, open_lake, published_versions, read_sql
-from flows.report import templates
 from flows.settings import EXPECTATIONS_DIR, Settings
 
-TEMPLATE = "dq.html.j2"
 TREND_VERSIONS = 8  # versions the trend shows, the page's own last
-VALUE_CHARS = 120  # longest offending value shown; longer text is cut around the match
-# The Data Docs index of the Great Expectations file context at warehouse/gx.
-DATA_DOCS_INDEX = Path("gx") / "gx" / "uncommitted" / "data_docs" / "local_site" / "index.html"
-THIS_RUN = "this run"
-
-
-@dataclass
-class FailingRow:
-    """A row an expectation found wanting, as a person knows it."""
-
-    key: str  # the row's id as the check reported it (id columns joined by "/")
-    title: str | None  # paper title (or its first words), topic label, reject snippet
-    untitled: bool  # the title is the abstract's first words
-    location: str | None  # file:line, relative to the page's root folder
-    path: str | None  # the file's full path
-    value: str  # the offending value(s)
-
-
-@dataclass
-class Check:
-    """One expectation's result in one run."""
-
-    suite: str
-    expectation: str
-    column: str | None
-    kwargs: dict[str, Any]
-    severity: str
-    blocking: bool
-    success: bool
-    expected: str
-    observed: str
-    element_count: int | None
-    unexpected_count: int | None
-    observed_value: Any
-    rows: list[FailingRow] = field(default_factory=list)
-    more_rows: int = 0  # failing rows beyond those listed
-
-    @property
-    def outcome(self) -> str:
-        if self.success:
-            return "passed"
-        return "failed: blocks the publish" if self.blocking else "failed: warning"
-
-
-@dataclass
-class SuiteReport:
-    """A suite (one per table) and its checks, failures first."""
-
-    name: str
-    description: str
-    checks: list[Check]
-
-    @property
-    def failed_blocking(self) -> int:
-        return sum(1 for c in self.checks if not c.success and c.blocking)
-
-    @property
-    def failed_warning(self) -> int:
-        return sum(1 for c in self.checks if not c.success and not c.blocking)
-
-    @property
-    def passed(self) -> int:
-        return sum(1 for c in self.checks if c.success)
-
-    @property
-    def rows_checked(self) -> int | None:
-        counts = [
-            c.element_count
-            for c in self.checks
-            if c.element_count is not None and c.observed_value is None
-        ]
-        return max(counts) if counts else None
-
-    @property
-    def status(self) -> str:
-        if not self.checks:
-            return "not checked"
-        return status_of(self.failed_blocking, self.failed_warning)
-
-
-@dataclass
-class TrendPoint:
-    """One suite in one version (or in the run that did not publish)."""
-
-    label: str
-    version: int | None
-    status: str
-    failed_blocking: int
-    failed_warning: int
-    unexpected_rows: int
-
-
-@dataclass
-class SuiteTrend:
-    """A suite over recent versions: a point per version, a row of values per expectation."""
-
-    suite: str
-    points: list[TrendPoint]
-    rows: list[dict[str, Any]]  # label, cells (one per point: text and success, or None)
-
-
-@dataclass
-class Page:
-    """Everything the data-quality page shows."""
-
-    run_id: str
-    version: int | None  # None: the run stopped before publishing
-    started_at: str
-    outcome: str
-    lines: list[tuple[str, str]]
-    suites: list[SuiteReport]
-    files: list[dict[str, Any]]
-    root: str  # the folder file locations are relative to
-    trend: list[SuiteTrend]
-    data_docs: str | None = None  # link to the GX Data Docs index, relative to the page
-
-    @property
-    def title(self) -> str:
-        if self.version is not None:
-            return f"version {self.version}"
-        return f"run {self.run_id[:8]} (stopped before publish)"
-
-
-def number(value: Any) -> str:
-    """A threshold or count as people write it: 1500, 0.999, 20."""
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        return str(value)
-    return f"{value:g}"
-
-
-def bounds(kwargs: dict[str, Any]) -> str:
-    """`between 1 and 1500`, `at least 20`, `at most 0` from min_value/max_value."""
-    low, high = kwargs.get("min_value"), kwargs.get("max_value")
-    above = ">" if kwargs.get("strict_min") else "≥"
-    below = "<" if kwargs.get("strict_max") else "≤"
-    if low is not None and high is not None:
-        if low == high and not (kwargs.get("strict_min") or kwargs.get("strict_max")):
-            return f"= {number(low)}"
-        return f"{above} {number(low)} and {below} {number(high)}"
-    if low is not None:
-        return f"{above} {number(low)}"
-    if high is not None:
-        return f"{below} {number(high)}"
-    return "any"
-
-
-def threshold(expectation: str, kwargs: dict[str, Any]) -> str:
-    """What an expectation requires, in words."""
-    text = {
-        "expect_column_values_to_not_be_null": "no missing values",
-        "expect_column_values_to_be_null": "every value missing",
-        "expect_column_values_to_be_unique": "no repeated values",
-        "expect_column_values_to_be_between": f"every value {bounds(kwargs)}",
-        "expect_column_value_lengths_to_be_between": f"every length {bounds(kwargs)}",
-        "expect_column_values_to_match_regex": f"every value matches {kwargs.get('regex')}",
-        "expect_column_values_to_not_match_regex": f"no value matches {kwargs.get('regex')}",
-        "expect_column_values_to_be_in_set": "every value one of "
-        + ", ".join(map(str, kwargs.get("value_set") or [])),
-        "expect_compound_columns_to_be_unique": "no repeated ("
-        + ", ".join(kwargs.get("column_list") or [])
-        + ")",
-        "expect_column_pair_values_to_be_equal": f"{kwargs.get('column_A')} = "
-        f"{kwargs.get('column_B')} in every row",
-        "expect_column_pair_values_a_to_be_greater_than_b": f"{kwargs.get('column_A')} "
-        f"{'≥' if kwargs.get('or_equal') else '>'} {kwargs.get('column_B')} in every row",
-        "expect_table_row_count_to_equal": f"exactly {number(kwargs.get('value'))} rows",
-    }.get(expectation)
-    if text is None:
-        shown = {k: v for k, v in kwargs.items() if k not in ("column", "mostly")}
-        text = json.dumps(shown, sort_keys=True, default=str)
-    mostly = kwargs.get("mostly")
-    if mostly is not None and mostly < 1:
-        text += f", in at least {mostly:.0%} of rows"
-    return text
-
-
-def observed(check: dict[str, Any], value: Any) -> str:
-    """What the run found: the observed value of a table-level check, else unexpected rows
-    of the total."""
-    if value is not None:
-        if check["expectation"] == "expect_table_row_count_to_equal":
-            return f"{number(value)} rows"
-        return number(value) if not isinstance(value, dict | list) else json.dumps(value)
-    rows, bad = check["element_count"], check["unexpected_count"]
-    if rows is None or bad is None:
-        return "—"
-    if bad == 0:
-        return f"0 of {rows} rows unexpected"
-    return f"{bad} of {rows} rows unexpected ({bad / rows:.1%})" if rows else f"{bad} rows"
-
-
-def expectation_key(expectation: str, column: str | None, kwargs: str) -> str:
-    """An expectation's identity across versions: its numbers may come from parameters
-    (a row count, a word limit), so only their names count, not their values."""
-    spec = json.loads(kwargs) if kwargs else {}
-    shape = {
-        k: "#" if isinstance(v, int | float) and not isinstance(v, bool) else v
-        for k, v in spec.items()
-    }
-    return json.dumps([expectation, column, shape], sort_keys=True, default=str)
-
-
-def short_value(value: Any, pattern: str | None = None) -> str:
-    """An offending value for a table cell: long text is cut around the regex's match."""
-    if value is None:
-        return "null"
-    if isinstance(value, float):
-        return f"{value:.6g}"
-    if not isinstance(value, str):
-        return str(value)
-    if len(value) <= VALUE_CHARS:
-        return value
-    start = 0
-    if pattern:
-        try:
-            found = re.search(pattern, value)
-        except re.error:
-            found = None
-        if found:
-            start = max(found.start() - VALUE_CHARS // 3, 0)
-    piece = value[start : start + VALUE_CHARS]
-    return ("…" if start else "") + piece + ("…" if start + VALUE_CHARS < len(value) else "")
 
 
 def check_columns(kwargs: dict[str, Any]) -> list[str]:
@@ -477,12 +256,6 @@ def file_rows(con: duckdb.DuckDBPyConnection, results: pl.DataFrame) -> list[dic
     return rows
 
 
-def status_of(failed_blocking: int, failed_warning: int) -> str:
-    if failed_blocking:
-        return "failed"
-    return "passed with warnings" if failed_warning else "passed"
-
-
 def trend_point(version: int | None, rows: list[dict[str, Any]]) -> TrendPoint:
     """A suite in one version: its outcome and the rows its expectations found wanting."""
     blocking = sum(1 for r in rows if not r["success"] and r["blocking"])
@@ -626,79 +399,3 @@ def build_for_run(
     else:
         history = current
     return gather(con, results, history, run_id, None)
-
-
-def render(page: Page) -> str:
-    """The page as HTML text."""
-    return templates().get_template(TEMPLATE).render(p=page)
-
-
-def as_json(page: Page) -> dict[str, Any]:
-    """The page's content for machines: one object per expectation result."""
-    expectations = []
-    for suite in page.suites:
-        for check in suite.checks:
-            item = asdict(check)
-            item["outcome"] = check.outcome
-            item["failing_rows"] = item.pop("rows")
-            item["more_failing_rows"] = item.pop("more_rows")
-            item["table"] = suite.name
-            expectations.append(item)
-    return {
-        "version": page.version,
-        "run_id": page.run_id,
-        "started_at": page.started_at,
-        "outcome": page.outcome,
-        "lines": [f"{label}: {text}" for label, text in page.lines],
-        "suites": [
-            {
-                "suite": s.name,
-                "status": s.status,
-                "rows_checked": s.rows_checked,
-                "passed": s.passed,
-                "failed_blocking": s.failed_blocking,
-                "failed_warning": s.failed_warning,
-            }
-            for s in page.suites
-        ],
-        "expectations": expectations,
-        "files": page.files,
-        "trend": [asdict(t) for t in page.trend],
-        "data_docs": page.data_docs,
-    }
-
-
-def link_data_docs(page: Page, settings: Settings, path: Path | None = None) -> None:
-    """Point the page at the GX Data Docs when they exist: relative to the page's file
-    `path`, or as the index's own path."""
-    index = settings.warehouse / DATA_DOCS_INDEX
-    if not index.exists():
-        return
-    page.data_docs = str(index) if path is None else os.path.relpath(index, path.parent)
-
-
-def default_output(settings: Settings, version: int) -> Path:
-    """Where a version's page goes when no file is named: warehouse/dq-v<N>.html."""
-    return settings.warehouse / f"dq-v{version}.html"
-
-
-def write_page(settings: Settings, version: int | None = None, output: Path | None = None) -> Path:
-    """Build, render and write the page of a published version; return the file."""
-    page = build(settings, version)
-    path = output or default_output(settings, page.version)
-    return write(page, settings, path)
-
-
-def write_run_page(
-    con: duckdb.DuckDBPyConnection, settings: Settings, run_id: str, results: pl.DataFrame
-) -> Path:
-    """The page of a run stopped before publish: warehouse/dq/<run_id>.html."""
-    page = build_for_run(con, settings, run_id, results)
-    return write(page, settings, settings.dq_path / f"{run_id}.html")
-
-
-def write(page: Page, settings: Settings, path: Path) -> Path:
-    link_data_docs(page, settings, path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(render(page), encoding="utf-8")
-    return path
