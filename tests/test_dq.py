@@ -146,10 +146,10 @@ def test_cli_dq_json_gives_one_object_per_expectation_result(warned_run, capsys)
     files = {f["file"]: f for f in content["files"]}
     assert files["misc/dump.jsonl"]["warning"].startswith("of 2 accepted records, 2 no venue")
 
-    first = runner.invoke(app, ["dq", "-w", str(warehouse), "-v", "1"])
+    first = runner.invoke(app, ["dq", "-w", str(warehouse), "--version", "1"])
     assert first.output.strip().splitlines()[-1] == str(warehouse / "dq-v1.html")
     assert "data quality:</span> passed</p>" in (warehouse / "dq-v1.html").read_text()
-    missing = runner.invoke(app, ["dq", "-w", str(warehouse), "-v", "9"])
+    missing = runner.invoke(app, ["dq", "-w", str(warehouse), "--version", "9"])
     assert missing.exit_code == 1 and "version 9 is not a published version" in missing.output
 
 

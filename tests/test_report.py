@@ -231,7 +231,9 @@ def test_cli_report_writes_the_default_file(sample_run):
 
 
 def test_cli_report_of_an_unknown_version_fails(sample_run):
-    result = runner.invoke(app, ["report", "-w", str(sample_run.settings.warehouse), "-v", "99"])
+    result = runner.invoke(
+        app, ["report", "-w", str(sample_run.settings.warehouse), "--version", "99"]
+    )
     assert result.exit_code == 1
     assert "version 99 is not a published version (published: 1)" in result.output
 

@@ -1,0 +1,98 @@
+"""The paperlake command line: run, validate, search, versions, query, ...
+
+Commands import what they drive (DuckDB, torch, Prefect) when they run, after the
+environment is set: `main()` sets it for the console script and `python -m flows.cli`, the
+app's callback for anything that invokes `app` itself (typer's test runner).
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import logging
+import os
+import sys
+from importlib.metadata import version as package_version
+from typing import Annotated
+
+import typer
+
+from flows.cli import explore, pages, run, versions
+from flows.cli.output import out
+from flows.cli.run import print_summary
+from flows.settings import configure_environment
+
+__all__ = ["app", "main", "print_summary"]
+
+app = typer.Typer(
+    help="Raw dumps of paper abstracts into a versioned, quality-checked DuckLake warehouse.",
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+)
+
+
+def show_version(value: bool) -> None:
+    if value:
+        out.print(f"paperlake {package_version('paperlake')}", highlight=False)
+        raise typer.Exit()
+
+
+@app.callback()
+def root(
+    show: Annotated[
+        bool,
+        typer.Option(
+            "--version",
+            callback=show_version,
+            is_eager=True,
+            help="Print paperlake's version and exit (a command's --version N picks a "
+            "data version).",
+        ),
+    ] = False,
+) -> None:
+    configure_environment()
+
+
+app.command()(run.run)
+app.command(name="validate")(run.validate_raw)
+app.command()(explore.search)
+app.command()(explore.similar)
+app.command()(versions.versions)
+app.command()(explore.query)
+app.command()(versions.diff)
+app.command()(versions.checksum)
+app.command()(pages.report)
+app.command(name="dq", help=pages.DQ_HELP)(pages.data_quality)
+app.command()(run.serve)
+
+
+def main() -> None:
+    """The console entry point: set the environment, run the command, leave at once.
+
+    Interpreter finalisation after DuckDB, polars, torch or Prefect are loaded does nothing
+    useful once every file is written and closed, and it is slow. Measured from the end of
+    the command to process exit (medians of 10, 10 and 5 runs on 2 busy cores): a plain
+    exit costs 108 ms for `versions`, 100 ms for `query` and 2.1 s for `search` (torch
+    loaded); leaving from the last exit handler costs 9, 11 and 52 ms (the former
+    private `atexit._run_exitfuncs()` then `os._exit`: 12, 11 and 95 ms). atexit runs
+    handlers last-registered first, and this one is registered before any command imports
+    a library, so every library's exit handler still runs before it.
+    """
+    configure_environment()
+    status = {"code": 1}  # an exception other than SystemExit escaping app()
+    atexit.register(leave_now, status)
+    try:
+        app()
+    except SystemExit as exc:
+        code = exc.code
+        status["code"] = code if isinstance(code, int) else (0 if code is None else 1)
+        raise
+
+
+def leave_now(status: dict[str, int]) -> None:
+    """End the process with the command's exit status, skipping interpreter finalisation."""
+    logging.shutdown()  # registered with atexit before this handler, so it would not run
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(OSError, ValueError):  # a closed pipe or stream
+            stream.flush()
+    os._exit(status["code"])

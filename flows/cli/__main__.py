@@ -1,0 +1,5 @@
+"""`python -m flows.cli`: the paperlake command line."""
+
+from flows.cli import main
+
+main()

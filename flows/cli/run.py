@@ -1,0 +1,237 @@
+"""Commands that read raw files: run (a new version), validate (a check only) and serve
+(runs on a schedule); and the summary a run prints."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import fields
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.markup import escape
+
+from flows.cli.options import FormatOpt, MaxRowsOpt, setting_options
+from flows.cli.output import MAX_ROWS, Format, err, fail, out, print_frame
+from flows.lake import WarehouseError
+from flows.settings import Settings
+from flows.stopping import stops_on_signals
+
+
+def flow_parameters(settings: Settings) -> dict[str, Any]:
+    """The flow's parameters for `settings`: the warehouse, and every setting that differs
+    from its default (the flow takes the defaults from Settings too)."""
+    defaults = Settings()
+    given = {
+        spec.name: getattr(settings, spec.name)
+        for spec in fields(Settings)
+        if getattr(settings, spec.name) != getattr(defaults, spec.name)
+    }
+    given["warehouse"] = str(settings.warehouse)
+    if "raw" in given:
+        given["raw"] = [str(p) for p in settings.raw]
+    return given
+
+
+def print_up_to_date(version: int) -> None:
+    out.print(f"up to date at version {version}: inputs and config unchanged")
+    out.print("embeddings computed: 0")
+
+
+@stops_on_signals
+@setting_options()
+def run(
+    force: Annotated[
+        bool, typer.Option("--force", help="Build a version even if nothing changed.")
+    ] = False,
+    *,
+    settings: Settings,
+) -> None:
+    """Ingest, validate, embed, aggregate and publish a new version."""
+    from flows.publish import up_to_date
+
+    missing = [str(p) for p in settings.raw if not Path(p).exists()]
+    if missing:
+        fail(f"raw input {', '.join(missing)} does not exist")
+    # Checked before any flow run starts: a run with nothing to do costs only file hashing.
+    if not force:
+        try:
+            current = up_to_date(settings)
+        except (FileNotFoundError, WarehouseError) as exc:
+            fail(str(exc))
+        if current is not None:
+            print_up_to_date(current)
+            return
+
+    from flows import embed
+    from flows.pipeline import paperlake
+    from flows.prefect_server import ServerError, run_api
+    from flows.validate import DataQualityError
+
+    parameters = flow_parameters(settings) | ({"force": True} if force else {})
+    try:
+        started = time.perf_counter()
+
+        def load_model() -> None:
+            embed.load_model(settings.model, settings.device, settings.precision)
+
+        # Start-up: the Prefect API and the model, side by side.
+        with run_api(settings, while_starting=load_model):
+            startup = round(time.perf_counter() - started, 3)
+            summary = paperlake(**parameters)
+        summary.stage_seconds = {"startup": startup, **summary.stage_seconds}
+    except DataQualityError as exc:
+        err.print(f"[red]run stopped before publish:[/red] {escape(str(exc))}")
+        err.print(f"The previous version stays current. Details: {settings.dq_path}")
+        raise typer.Exit(1) from None
+    except (FileNotFoundError, ValueError, WarehouseError, ServerError) as exc:
+        fail(str(exc))
+    print_summary(summary)
+
+
+@setting_options("min_words", "max_words", "max_reject_share")
+def validate_raw(
+    paths: Annotated[list[Path], typer.Argument(help="Raw files or folders (read recursively).")],
+    fmt: FormatOpt = Format.table,
+    max_rows: MaxRowsOpt = MAX_ROWS,
+    *,
+    settings: Settings,
+) -> None:
+    """Check raw files without publishing: per file, records seen, accepted, rejected, flags."""
+    from flows import ingest
+
+    missing = [str(p) for p in paths if not p.exists()]
+    if missing:
+        fail(f"raw input {', '.join(missing)} does not exist")
+    with ingest.reading_progress() as advance:
+        result = ingest.ingest(
+            paths, min_words=settings.min_words, max_words=settings.max_words, progress=advance
+        )
+    report = ingest.file_report(result.sources)
+    if fmt != Format.table:
+        print_frame(report, fmt)
+        return
+    # Warnings are long; they follow the table, one line each.
+    table = report.drop("warning").rename({"rejected_by_rule": "rejected by rule"})
+    print_frame(table, fmt, max_rows, title="raw files")
+    sources = result.sources
+    out.print(
+        f"files: {sources.height}  records seen: {sources['records_seen'].sum()}  "
+        f"accepted: {sources['accepted'].sum()}  rejected: {sources['rejected'].sum()}"
+    )
+    for row in sources.iter_rows(named=True):
+        share = row["rejected"] / row["records_seen"] if row["records_seen"] else 0.0
+        if share > settings.max_reject_share:
+            out.print(
+                f"[yellow]warning:[/yellow] {row['path']} rejects {share:.0%} of its records "
+                f"(more than {settings.max_reject_share:.0%})"
+            )
+        if row["error"]:
+            out.print(f"[yellow]skipped file:[/yellow] {escape(row['error'])}")
+        if row["warning"]:
+            out.print(f"[yellow]warning:[/yellow] {escape(row['path'] + ': ' + row['warning'])}")
+
+
+def print_summary(summary) -> None:
+    """The end-of-run report: counts, version, data quality, seconds per stage."""
+    from flows.validate import outcome_lines
+
+    if summary.status == "up to date":
+        print_up_to_date(summary.version)
+        return
+    # The data-quality lines are worded once, for this summary and the data-quality page.
+    (label, outcome), *quality = outcome_lines(
+        summary.dq_outcome, summary.dq_failures, summary.dq_warnings
+    )
+    lines = [
+        f"[bold]version {summary.version}[/bold] of {summary.warehouse} published "
+        f"(run {summary.run_id[:8]}, flow run {summary.flow_run}"
+        + (f", {summary.flow_run_url}" if summary.flow_run_url else "")
+        + ")",
+        f"files: {summary.files}  records seen: {summary.records_seen}  "
+        f"accepted: {summary.accepted}  rejected: {summary.rejected}"
+        + (
+            "  (" + ", ".join(f"{k}: {v}" for k, v in summary.rejects_by_rule.items()) + ")"
+            if summary.rejects_by_rule
+            else ""
+        ),
+        f"papers: {summary.papers}  duplicate records merged: {summary.duplicate_records}  "
+        f"near-duplicate pairs: {summary.near_duplicate_pairs}  topics: {summary.topics}",
+        f"embeddings computed: {summary.embedded}  reused: {summary.embeddings_reused}  "
+        f"files parsed: {summary.files_parsed} of {summary.files}",
+        f"{label}: {escape(outcome)}",
+        "seconds: " + "  ".join(f"{k} {v:.1f}" for k, v in summary.stage_seconds.items()),
+    ]
+    for error in summary.file_errors:
+        lines.append(f"[yellow]skipped file:[/yellow] {escape(error)}")
+    for warning in summary.file_warnings:
+        lines.append(f"[yellow]warning:[/yellow] {escape(warning)}")
+    for label, text in quality:
+        color = "red" if "failure" in label else "yellow"
+        lines.append(f"[{color}]{label}:[/{color}] {escape(text)}")
+    if summary.data_docs:
+        lines.append(f"data docs: {summary.data_docs}")
+    if getattr(summary, "dq_page", None):
+        lines.append(f"data-quality page: {summary.dq_page}")
+    for line in lines:
+        out.print(line)
+
+
+@setting_options("raw", "warehouse")
+def serve(
+    cron: Annotated[
+        str | None, typer.Option(help="Cron schedule, e.g. '0 6 * * *' (06:00 UTC daily).")
+    ] = None,
+    interval: Annotated[
+        int | None, typer.Option(help="Or: run every this many seconds.", min=1)
+    ] = None,
+    name: Annotated[str, typer.Option(help="Deployment name.")] = "scheduled",
+    port: Annotated[int, typer.Option(help="Port of the Prefect server and its UI.")] = 4200,
+    *,
+    settings: Settings,
+) -> None:
+    """Run the flow on a schedule, served from this process, with the Prefect UI.
+
+    Without PREFECT_API_URL this starts a Prefect server (UI at http://127.0.0.1:PORT,
+    its database in the warehouse folder) and stops it on Ctrl-C or SIGTERM; with
+    PREFECT_API_URL set it serves against that server and starts none.
+    """
+    if (cron is None) == (interval is None):
+        fail("give one schedule: --cron '0 6 * * *' or --interval SECONDS")
+    parameters = {
+        "raw": [str(p.resolve()) for p in settings.raw],
+        "warehouse": str(settings.warehouse.resolve()),
+    }
+    missing = [p for p in parameters["raw"] if not Path(p).exists()]
+    if missing:
+        fail(f"raw input {', '.join(missing)} does not exist")
+
+    from prefect import serve as serve_deployments
+    from prefect.settings import PREFECT_API_URL
+
+    from flows.pipeline import paperlake
+    from flows.prefect_server import ServerError, next_run_times, persistent_api, port_in_use
+
+    if not PREFECT_API_URL.value() and port_in_use(port):
+        fail(f"port {port} is in use; choose another with --port")
+    try:
+        with persistent_api(settings, port) as (api_url, ui_url):
+            deployment = paperlake.to_deployment(
+                name=name, cron=cron, interval=interval, parameters=parameters
+            )
+            out.print(f"Prefect API: {api_url}", highlight=False)
+            if ui_url:
+                out.print(f"Prefect UI: {ui_url}  (runs, logs and artifacts)", highlight=False)
+            when = ", ".join(t.strftime("%H:%M:%S") for t in next_run_times(cron, interval))
+            every = f"cron {cron!r}" if cron else f"every {interval} s"
+            out.print(
+                f"serving paperlake/{name} ({every}); next runs at about {when} UTC; "
+                "Ctrl-C or SIGTERM stops it",
+                highlight=False,
+            )
+            # One run at a time: a run that would start while another holds the
+            # warehouse waits for it instead.
+            serve_deployments(deployment, print_starting_message=False, limit=1)
+    except ServerError as exc:
+        fail(str(exc))
+    out.print("stopped: the schedule and the Prefect server it started")
