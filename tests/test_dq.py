@@ -167,6 +167,7 @@ def test_page_of_a_stopped_run_names_the_blocking_failure(warned_run):
             "select paper_id, source_path, line from papers where title is null "
             "order by paper_id limit 1"
         ).fetchone()
+        (model,) = lake.execute("select distinct model from embeddings").fetchone()
         for name in ("papers", "sources", "rejects", "embeddings"):
             con.register("frame", lake.table(name).pl())
             con.execute(f"create table {name} as select * from frame")
@@ -175,7 +176,10 @@ def test_page_of_a_stopped_run_names_the_blocking_failure(warned_run):
     results = results.with_columns(
         success=pl.when(norm).then(False).otherwise("success"),
         unexpected_count=pl.when(norm).then(1).otherwise("unexpected_count"),
-        unexpected_ids=pl.when(norm).then(pl.lit([paper_id])).otherwise("unexpected_ids"),
+        # Rows are named by the table's key: paper and model.
+        unexpected_ids=pl.when(norm)
+        .then(pl.lit([f"{paper_id}/{model}"]))
+        .otherwise("unexpected_ids"),
     )
     page = dq.write_run_page(con, settings, "0badc0de-stopped", results)
     assert page == settings.dq_path / "0badc0de-stopped.html"
@@ -185,9 +189,9 @@ def test_page_of_a_stopped_run_names_the_blocking_failure(warned_run):
     assert lines[:2] == [
         "data quality: failed",
         "data-quality failure: embeddings.expect_column_values_to_be_between(norm): "
-        f"1 unexpected in rows {paper_id}",
+        f"1 unexpected in rows {paper_id}/{model}",
     ]
-    row = re.search(rf'data-key="{paper_id}">(.*?)</tr>', html, re.S).group(1)
+    row = re.search(rf'data-key="{paper_id}/{model}">(.*?)</tr>', html, re.S).group(1)
     assert f"{Path(path).name}:{line}</td>" in row and 'class="untitled"' in row
     card = html[html.index('data-trend-suite="embeddings"') :].split("</svg>", 1)[0]
     assert re.findall(r'data-trend-version="(\w+)" data-status="([\w ]+)"', card) == [
