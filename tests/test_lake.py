@@ -99,3 +99,20 @@ def test_a_reader_holding_the_catalog_makes_a_writer_wait_then_say_who(
     finally:
         reader.kill()
         reader.wait()
+
+
+def test_the_query_command_refuses_and_the_warehouse_is_untouched(sample_run):
+    from typer.testing import CliRunner
+
+    from flows.cli import app
+
+    warehouse = str(sample_run.settings.warehouse)
+    for sql, refused in (
+        ("USE memory; DETACH lake", "refused a SET (or USE) statement"),
+        ("DROP TABLE papers", "refused a DROP statement"),
+        ("CALL ducklake_expire_snapshots('lake', versions => [1])", "refused a CALL"),
+    ):
+        result = CliRunner().invoke(app, ["query", sql, "-w", warehouse])
+        assert result.exit_code == 1 and refused in result.output, result.output
+        assert "Traceback" not in result.output
+    assert papers_and_versions(warehouse) == (38, [1])

@@ -32,8 +32,14 @@ def query(
     *,
     settings: Settings,
 ) -> None:
-    """Run SQL with a version's tables in scope (papers, embeddings, topics, ...)."""
+    """Run SQL with a version's tables in scope (papers, embeddings, topics, ...).
+
+    Only statements that read run (SELECT, WITH, FROM, DESCRIBE, SHOW, SUMMARIZE, EXPLAIN);
+    anything that could change the warehouse is refused before it runs.
+    """
     import duckdb
+
+    from flows.lake import read_only_query
 
     if (sql is None) == (file is None):
         fail("give the SQL as an argument or with --file, not both")
@@ -42,8 +48,9 @@ def query(
             fail(f"no SQL file {file}")
         sql = file.read_text()
     try:
+        checked = read_only_query(sql)
         with open_lake(settings, version) as con:
-            frame = con.execute(sql).pl()
+            frame = con.execute(checked).pl()
     except WarehouseError as exc:
         fail(str(exc))
     except duckdb.Error as exc:
