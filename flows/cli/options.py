@@ -55,9 +55,8 @@ def option(parameter: Parameter) -> tuple[Any, Any]:
         default = None
     flags = ("--" + parameter.name.replace("_", "-"), *ALIASES.get(parameter.name, ()))
     shown = parameter.name != "warehouse"
-    return Annotated[kind | None, typer.Option(*flags, help=parameter.help, show_default=shown)], (
-        default
-    )
+    given = typer.Option(*flags, help=parameter.help, show_default=shown)
+    return Annotated[kind | None, given], default
 
 
 def setting_options(*names: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
