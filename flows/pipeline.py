@@ -143,35 +143,26 @@ def paperlake(
     device: str | None = None,
     neighbors_k: int | None = None,
     neighbors_method: str | None = None,
+    exact_neighbors_max: int | None = None,
     duplicate_threshold: float | None = None,
     n_topics: int | None = None,
     seed: int | None = None,
     min_words: int | None = None,
     max_words: int | None = None,
+    max_reject_share: float | None = None,
     force: bool = False,
 ) -> record.RunSummary | State:
     """Build a new warehouse version from raw abstract dumps.
 
-    Every parameter left as None takes its value from Settings. With unchanged inputs and
-    config the run publishes nothing and reports the current version, unless `force`.
+    One parameter per setting of flows/settings.py (a test holds the two together); each
+    left as None takes its value from Settings. With unchanged inputs and config the run
+    publishes nothing and reports the current version, unless `force`.
     """
     configure_environment()
-    given = {
-        "raw": tuple(Path(p) for p in raw) if raw else None,
-        "warehouse": Path(warehouse) if warehouse else None,
-        "model": model,
-        "batch_size": batch_size,
-        "precision": precision,
-        "device": device,
-        "neighbors_k": neighbors_k,
-        "neighbors_method": neighbors_method,
-        "duplicate_threshold": duplicate_threshold,
-        "n_topics": n_topics,
-        "seed": seed,
-        "min_words": min_words,
-        "max_words": max_words,
-    }
-    settings = Settings(**{k: v for k, v in given.items() if v is not None})
+    given = {k: v for k, v in locals().items() if k != "force" and v is not None}
+    if "raw" in given:
+        given["raw"] = tuple(Path(p) for p in given["raw"])
+    settings = Settings(**given)
     try:
         return run_pipeline(settings, force=force)
     except (validate.DataQualityError, WarehouseBusy) as exc:

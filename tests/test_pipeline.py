@@ -228,3 +228,15 @@ def test_run_with_nothing_usable_reports_everything_and_does_not_crash(prefect_s
     with open_lake(Settings(warehouse=tmp_path / "warehouse")) as con:
         assert con.execute("select count(*) from papers").fetchone() == (0,)
         assert con.execute("select rule, line from rejects").fetchall() == [("too_short", 3)]
+
+
+def test_the_flow_takes_every_setting_as_a_parameter():
+    import inspect
+
+    from flows.settings import run_parameters
+
+    names = list(inspect.signature(paperlake.fn).parameters)
+    assert sorted(names) == sorted([p.name for p in run_parameters()] + ["force"])
+    assert all(
+        inspect.signature(paperlake.fn).parameters[p.name].default is None for p in run_parameters()
+    )
