@@ -26,7 +26,7 @@ from flows.dq.page import (
     threshold,
 )
 from flows.lake import WarehouseError, open_lake, published_versions, read_sql
-from flows.settings import EXPECTATIONS_DIR, Settings
+from flows.settings import Settings
 
 TREND_VERSIONS = 8  # versions the trend shows, the page's own last
 
@@ -180,10 +180,10 @@ def failing_rows(
 
 
 def suite_description(name: str) -> str:
-    path = EXPECTATIONS_DIR / f"{name}.json"
-    if not path.exists():
-        return ""
-    return json.loads(path.read_text()).get("meta", {}).get("description", "")
+    """The table's one-line description (flows/tables.py)."""
+    from flows.tables import BY_NAME
+
+    return BY_NAME[name].description if name in BY_NAME else ""
 
 
 def suite_reports(
