@@ -6,9 +6,12 @@ can run on any worker; flows/run_record.py keeps the books beside it.
 
 from __future__ import annotations
 
+import inspect
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from types import UnionType
+from typing import Any, Union, get_args, get_origin
 
 import duckdb
 import numpy as np
@@ -21,7 +24,7 @@ from flows import aggregate, embed, ingest, publish, validate
 from flows import dq as dq_page
 from flows import run_record as record
 from flows.lake import WarehouseBusy, connect, run_lock
-from flows.settings import Settings, configure_environment
+from flows.settings import Settings, configure_environment, run_parameters
 from flows.tables import sql_tables
 
 
@@ -133,33 +136,26 @@ def publish_snapshot(
         con.close()
 
 
-@flow(name="paperlake", log_prints=True)
-def paperlake(
-    raw: list[str] | None = None,
-    warehouse: str | None = None,
-    model: str | None = None,
-    batch_size: int | None = None,
-    precision: str | None = None,
-    device: str | None = None,
-    neighbors_k: int | None = None,
-    neighbors_method: str | None = None,
-    exact_neighbors_max: int | None = None,
-    duplicate_threshold: float | None = None,
-    n_topics: int | None = None,
-    seed: int | None = None,
-    min_words: int | None = None,
-    max_words: int | None = None,
-    max_reject_share: float | None = None,
-    force: bool = False,
-) -> record.RunSummary | State:
+def flow_parameter_type(kind: Any) -> Any:
+    """The JSON-friendly type a setting takes as a flow parameter: paths as text."""
+    if kind is Path:
+        return str
+    if get_origin(kind) is tuple:
+        return list[str]
+    members = [k for k in get_args(kind) if k is not type(None)]
+    return members[0] if get_origin(kind) in (UnionType, Union) and len(members) == 1 else kind
+
+
+def run_flow(**parameters: Any) -> record.RunSummary | State:
     """Build a new warehouse version from raw abstract dumps.
 
-    One parameter per setting of flows/settings.py (a test holds the two together); each
-    left as None takes its value from Settings. With unchanged inputs and config the run
-    publishes nothing and reports the current version, unless `force`.
+    The parameters are the settings of flows/settings.py (derived from Settings, each None
+    by default: the setting's own default) and `force`. With unchanged inputs and config
+    the run publishes nothing and reports the current version, unless `force`.
     """
     configure_environment()
-    given = {k: v for k, v in locals().items() if k != "force" and v is not None}
+    force = bool(parameters.pop("force", False))
+    given = {k: v for k, v in parameters.items() if v is not None}
     if "raw" in given:
         given["raw"] = tuple(Path(p) for p in given["raw"])
     settings = Settings(**given)
@@ -170,6 +166,21 @@ def paperlake(
         # not a crash: the flow run ends Failed saying why, the caller gets the error, and
         # no traceback is logged.
         return Failed(message=str(exc), data=exc)
+
+
+# The flow's parameters are declared by Settings: Prefect reads them from the signature.
+_PARAMETERS = [
+    inspect.Parameter(
+        p.name,
+        inspect.Parameter.KEYWORD_ONLY,
+        default=None,
+        annotation=flow_parameter_type(p.type) | None,
+    )
+    for p in run_parameters()
+] + [inspect.Parameter("force", inspect.Parameter.KEYWORD_ONLY, default=False, annotation=bool)]
+run_flow.__signature__ = inspect.Signature(_PARAMETERS)
+run_flow.__annotations__ = {p.name: p.annotation for p in _PARAMETERS}
+paperlake = flow(name="paperlake", log_prints=True)(run_flow)
 
 
 def run_pipeline(settings: Settings, force: bool = False) -> record.RunSummary:
