@@ -258,7 +258,7 @@ def test_bad_arguments_end_with_a_message_not_a_traceback(sample_run, tmp_path):
         (["query"], 1, "give the SQL as an argument or with --file"),
         (["query", "select 1", "--format", "xml", "-w", wh], 2, "'xml' is not one of"),
         (["query", "select 1", "--max-rows", "-1", "-w", wh], 2, "--max-rows"),
-        (["query", "select [1", "-w", wh], 1, "query failed: Parser Error"),
+        (["query", "select [1", "-w", wh], 1, "the query does not parse: Parser Error"),
         (["query", "--file", tmp_path / "none.sql", "-w", wh], 1, "no SQL file"),
         (["query", "select 1", "-v", "1", "-w", wh], 2, "No such option: -v"),
         (["query", "select 1", "--version", "x", "-w", wh], 2, "Invalid value for '--version'"),
