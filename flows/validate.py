@@ -3,7 +3,7 @@
 Suites are JSON files, one per table. Severity `critical` marks a blocking check: a
 failure stops the publish. Results become dq_results rows and HTML Data Docs, where each
 result is named by the paperlake run and its table and each expectation carries its
-severity; the Data Docs load their styles from CDNs, so flows/dq.py writes the page that
+severity; the Data Docs load their styles from CDNs, so flows/dq/ writes the page that
 reads offline.
 """
 

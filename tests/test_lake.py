@@ -116,3 +116,16 @@ def test_the_query_command_refuses_and_the_warehouse_is_untouched(sample_run):
         assert result.exit_code == 1 and refused in result.output, result.output
         assert "Traceback" not in result.output
     assert papers_and_versions(warehouse) == (38, [1])
+
+
+def test_the_readme_duckdb_recipe_opens_the_warehouse(sample_run, monkeypatch):
+    from flows.lake import connect
+    from flows.settings import PROJECT_ROOT
+
+    readme = (PROJECT_ROOT / "README.md").read_text()
+    recipe = readme[readme.index("ATTACH 'ducklake:warehouse") :].split(";", 1)[0]
+    monkeypatch.chdir(sample_run.settings.warehouse.resolve().parent)
+    con = connect()
+    con.execute(recipe)
+    assert con.execute("select count(*) from lake.papers").fetchone() == (38,)
+    con.close()
