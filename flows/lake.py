@@ -82,12 +82,13 @@ def attach(
     catalog = settings.catalog_path
     if not catalog.exists() and not create:
         raise WarehouseError(f"no warehouse at {settings.warehouse}: run `paperlake run` first")
-    settings.data_path.mkdir(parents=True, exist_ok=True)
+    data_path = Path(settings.data_location)
+    data_path.mkdir(parents=True, exist_ok=True)
     # Data files are recorded relative to the data path, and the data path is always given
     # resolved and as an override: a warehouse opens the same under any spelling of its
     # path, from any working directory, and after it is copied or moved.
     options = [
-        f"DATA_PATH '{settings.data_path.resolve()}/'",
+        f"DATA_PATH '{data_path.resolve()}/'",
         "OVERRIDE_DATA_PATH true",
         "DATA_INLINING_ROW_LIMIT 0",
     ]

@@ -44,6 +44,11 @@ def default_warehouse() -> Path:
     return Path(os.environ.get("PAPERLAKE_WAREHOUSE", "warehouse"))
 
 
+def from_env(name: str):
+    """A default read from the environment variable `name` when Settings is made (None if unset)."""
+    return lambda: os.environ.get(name) or None
+
+
 def setting(default: Any = MISSING, help: str = "", choices: tuple[str, ...] = (), **kw: Any):
     """A Settings field with its help text (and allowed values), declared once for the CLI
     options and the flow parameters derived from it."""
@@ -57,6 +62,21 @@ class Settings:
     warehouse: Path = setting(
         default_factory=default_warehouse,
         help="Warehouse folder (default: $PAPERLAKE_WAREHOUSE, else warehouse/).",
+    )
+    catalog: str | None = setting(
+        default_factory=from_env("PAPERLAKE_CATALOG"),
+        help="DuckLake catalog shared by several machines: postgresql://USER@HOST:PORT/DB "
+        "(default: $PAPERLAKE_CATALOG, else WAREHOUSE/catalog.ducklake).",
+    )
+    data_path: str | None = setting(
+        default_factory=from_env("PAPERLAKE_DATA_PATH"),
+        help="Folder of the data files, one every machine can reach: a path or "
+        "s3://BUCKET/PREFIX (default: $PAPERLAKE_DATA_PATH, else WAREHOUSE/data).",
+    )
+    cluster: str | None = setting(
+        default_factory=from_env("PAPERLAKE_CLUSTER"),
+        help="Run the tasks on Dask: local:N for N workers here, or tcp://HOST:PORT of a "
+        "running scheduler (default: $PAPERLAKE_CLUSTER, else in this process).",
     )
     raw: tuple[Path, ...] = setting(
         (Path("data/raw"),), help="Raw file or folder, read recursively; repeatable."
@@ -112,8 +132,9 @@ class Settings:
         return self.warehouse / "catalog.ducklake"
 
     @property
-    def data_path(self) -> Path:
-        return self.warehouse / "data"
+    def data_location(self) -> str:
+        """Where the data files live: the data_path given, else WAREHOUSE/data."""
+        return self.data_path or str(self.warehouse / "data")
 
     @property
     def cache_path(self) -> Path:
@@ -136,7 +157,7 @@ class Settings:
     def content_config(self) -> dict:
         """The settings that shape published content (paths excluded)."""
         out = self.to_dict()
-        for key in ("warehouse", "raw", "device"):
+        for key in ("warehouse", "raw", "device", "catalog", "data_path", "cluster"):
             out.pop(key)
         return out
 
