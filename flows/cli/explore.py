@@ -20,7 +20,7 @@ class Mode(StrEnum):
     keyword = "keyword"
 
 
-@setting_options("warehouse")
+@setting_options("warehouse", "catalog", "data_path")
 def query(
     sql: Annotated[str | None, typer.Argument(help="SQL over the version's tables.")] = None,
     file: Annotated[
@@ -58,7 +58,7 @@ def query(
     print_frame(frame, fmt, max_rows)
 
 
-@setting_options("warehouse", "model")
+@setting_options("warehouse", "catalog", "data_path", "model")
 def search(
     text: Annotated[str, typer.Argument(help="What to look for, in words.")],
     k: Annotated[int, typer.Option("-k", help="Number of hits.", min=1)] = 10,
@@ -89,7 +89,7 @@ def search(
     print_frame(hits, fmt, max_rows)
 
 
-@setting_options("warehouse")
+@setting_options("warehouse", "catalog", "data_path")
 def similar(
     paper_id: Annotated[str, typer.Argument(help="A paper id of the version.")],
     k: Annotated[int, typer.Option("-k", help="Number of hits.", min=1)] = 10,

@@ -21,7 +21,7 @@ class PageFormat(StrEnum):
     json = "json"
 
 
-@setting_options("warehouse")
+@setting_options("warehouse", "catalog", "data_path")
 def report(
     version: VersionOpt = None,
     output: Annotated[
@@ -55,7 +55,7 @@ DQ_HELP = (
 )
 
 
-@setting_options("warehouse")
+@setting_options("warehouse", "catalog", "data_path")
 def data_quality(
     version: VersionOpt = None,
     fmt: Annotated[

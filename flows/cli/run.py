@@ -177,7 +177,7 @@ def print_summary(summary) -> None:
         out.print(line)
 
 
-@setting_options("raw", "warehouse")
+@setting_options("raw", "warehouse", "catalog", "data_path", "cluster")
 def serve(
     cron: Annotated[
         str | None, typer.Option(help="Cron schedule, e.g. '0 6 * * *' (06:00 UTC daily).")
@@ -202,6 +202,14 @@ def serve(
         "raw": [str(p.resolve()) for p in settings.raw],
         "warehouse": str(settings.warehouse.resolve()),
     }
+    shared = {
+        "catalog": settings.catalog,
+        "data_path": settings.data_path,
+        "cluster": settings.cluster,
+    }
+    if settings.data_path and "://" not in settings.data_path:
+        shared["data_path"] = str(Path(settings.data_path).resolve())
+    parameters |= {key: value for key, value in shared.items() if value}
     missing = [p for p in parameters["raw"] if not Path(p).exists()]
     if missing:
         fail(f"raw input {', '.join(missing)} does not exist")

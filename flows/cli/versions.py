@@ -14,7 +14,7 @@ from flows.lake import WarehouseError, open_lake, read_sql
 from flows.settings import Settings
 
 
-@setting_options("warehouse")
+@setting_options("warehouse", "catalog", "data_path")
 def versions(
     fmt: FormatOpt = Format.table, max_rows: MaxRowsOpt = MAX_ROWS, *, settings: Settings
 ) -> None:
@@ -27,7 +27,7 @@ def versions(
     print_frame(frame, fmt, max_rows)
 
 
-@setting_options("warehouse")
+@setting_options("warehouse", "catalog", "data_path")
 def diff(
     version_a: Annotated[int, typer.Argument(help="Older version.")],
     version_b: Annotated[int, typer.Argument(help="Newer version.")],
@@ -89,7 +89,7 @@ def diff(
             print_frame(change.new_duplicates, fmt, max_rows)
 
 
-@setting_options("warehouse")
+@setting_options("warehouse", "catalog", "data_path")
 def checksum(
     version: VersionOpt = None,
     fmt: FormatOpt = Format.table,
