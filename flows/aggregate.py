@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import math
+import os
+from collections.abc import Callable
+from pathlib import Path
 
 import duckdb
 import numpy as np
 import polars as pl
 
+from flows.embed import compute_threads
 from flows.lake import read_sql
 from flows.settings import NEIGHBOR_METHODS, SQL_DIR
 from flows.tables import sql_tables
@@ -80,15 +84,27 @@ def exact_nearest(vectors: np.ndarray, k: int, threshold: float) -> tuple[Triple
     so memory stays at BLOCK_ROWS x n and no n^2 table is ever built; at 10,000 papers this
     takes about a second where an all-pairs SQL self-join takes minutes.
     """
+    return exact_rows(vectors, 0, len(vectors), k, threshold)
+
+
+def exact_rows(
+    vectors: np.ndarray, first: int, stop: int, k: int, threshold: float
+) -> tuple[Triples, Triples]:
+    """`exact_nearest` for the papers in rows [first, stop) only, against every paper.
+
+    Blocks start at multiples of BLOCK_ROWS, so rows split across workers on block
+    boundaries give the same scores, bit for bit, as one process.
+    """
     import torch
 
+    torch.set_num_threads(compute_threads())
     n = len(vectors)
     take = min(k, n - 1)  # self is excluded, so at most n - 1 neighbours
     matrix = torch.from_numpy(np.ascontiguousarray(vectors, dtype=np.float32))
     top_parts, pair_parts = [], []
     with torch.inference_mode():
-        for start in range(0, n, BLOCK_ROWS):
-            block = matrix[start : start + BLOCK_ROWS] @ matrix.T
+        for start in range(first, stop, BLOCK_ROWS):
+            block = matrix[start : min(start + BLOCK_ROWS, stop)] @ matrix.T
             rows = torch.arange(block.shape[0])
             block[rows, start + rows] = -torch.inf  # a paper is not its own neighbour
             if take > 0:
@@ -108,6 +124,43 @@ def exact_nearest(vectors: np.ndarray, k: int, threshold: float) -> tuple[Triple
     return concat_triples(top_parts), concat_triples(pair_parts)
 
 
+def row_blocks(n: int, pieces: int) -> list[tuple[int, int]]:
+    """Rows [0, n) cut into about `pieces` ranges on BLOCK_ROWS boundaries."""
+    blocks = -(-n // BLOCK_ROWS)
+    per = max(1, -(-blocks // max(1, pieces))) * BLOCK_ROWS
+    return [(start, min(start + per, n)) for start in range(0, n, per)]
+
+
+def nearest_in_pieces(
+    ids: list[str],
+    vectors: np.ndarray,
+    k: int,
+    threshold: float,
+    method: str,
+    exact_max: int,
+    workdir: Path,
+    fan: Callable[[list[tuple[int, int]], Path], list[tuple[Triples, Triples]]],
+    pieces: int,
+) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """`nearest`, with exact search split into row ranges that `fan` searches elsewhere.
+
+    The matrix is written once to `workdir` for the workers to read; `fan` maps the row
+    ranges and that file to each range's triples (through `exact_rows`). The graph search
+    (hnsw) runs here.
+    """
+    if neighbor_method(method, len(ids), exact_max) != "exact" or not len(ids):
+        return nearest(ids, vectors, k, threshold, method, exact_max)
+    workdir.mkdir(parents=True, exist_ok=True)
+    matrix = workdir / f"vectors-{os.getpid()}.npy"
+    np.save(matrix, np.ascontiguousarray(vectors, dtype=np.float32))
+    try:
+        parts = fan(row_blocks(len(ids), pieces), matrix)
+    finally:
+        matrix.unlink(missing_ok=True)
+    top, pairs = concat_triples([p[0] for p in parts]), concat_triples([p[1] for p in parts])
+    return id_frame(ids, *top), id_frame(ids, *pairs)
+
+
 def graph_nearest(vectors: np.ndarray, k: int, threshold: float) -> tuple[Triples, Triples]:
     """Approximate top-k and pairs above `threshold` from a FAISS HNSW graph.
 
@@ -116,8 +169,6 @@ def graph_nearest(vectors: np.ndarray, k: int, threshold: float) -> tuple[Triple
     neighbours all lie above `threshold` may have more such pairs: its row is checked
     exactly against every paper.
     """
-    import os
-
     import faiss
 
     n, dim = vectors.shape
@@ -128,7 +179,7 @@ def graph_nearest(vectors: np.ndarray, k: int, threshold: float) -> tuple[Triple
     index.hnsw.efConstruction = HNSW_BUILD_BREADTH
     faiss.omp_set_num_threads(1)
     index.add(data)
-    faiss.omp_set_num_threads(os.cpu_count() or 1)
+    faiss.omp_set_num_threads(compute_threads())
     fetch = min(n, max(k, PAIR_CANDIDATES) + 1)  # + 1: a paper finds itself
     index.hnsw.efSearch = max(HNSW_SEARCH_BREADTH, fetch)
     scores, cols = index.search(data, fetch)
@@ -330,19 +381,27 @@ def build_aggregates(
     previous_topics: dict[int, np.ndarray] | None = None,
     neighbors_method: str = "auto",
     exact_neighbors_max: int = 20_000,
+    search: Callable[[list[str], np.ndarray], tuple[pl.DataFrame, pl.DataFrame]] | None = None,
 ) -> dict[str, int]:
     """Build the derived tables in `con` (which already holds papers, sources, paper_sources).
 
     Args:
         previous_topics: topic id -> centroid of the previous version, to keep ids stable.
         neighbors_method: auto, exact or hnsw (see `nearest`).
+        search: finds neighbour candidates and pairs of (ids, vectors) elsewhere (a
+            cluster's workers); without it, `nearest` runs here.
 
     Returns:
         row count per table built.
     """
     ids = papers["paper_id"].sort().to_list()
     vectors = vectors_of(embeddings, pl.Series(ids, dtype=pl.String))
-    candidates, pairs = nearest(ids, vectors, k, threshold, neighbors_method, exact_neighbors_max)
+    if search is None:
+        candidates, pairs = nearest(
+            ids, vectors, k, threshold, neighbors_method, exact_neighbors_max
+        )
+    else:
+        candidates, pairs = search(ids, vectors)
     assignments, centroids = cluster_topics(ids, vectors, n_topics, seed, previous_topics)
     for name, frame in (
         ("neighbor_candidates", candidates),

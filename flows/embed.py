@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -144,6 +145,18 @@ def paper_text(papers: pl.DataFrame) -> pl.Series:
     ).to_series()
 
 
+def compute_threads() -> int:
+    """Threads for torch: $PAPERLAKE_THREADS (a cluster worker's share of its machine's
+    cores), else every core."""
+    return int(os.environ.get("PAPERLAKE_THREADS") or os.cpu_count() or 1)
+
+
+def encoding_order(texts: list[str]) -> np.ndarray:
+    """The order `encode` takes texts in: longest first, so each batch pads to similar
+    lengths (ties keep their input order)."""
+    return np.argsort([-len(t) for t in texts], kind="stable")
+
+
 def encode(
     texts: list[str],
     model: str = PACKAGED_MODEL,
@@ -159,11 +172,11 @@ def encode(
     import torch
 
     st, info = load_model(model, device, precision)
-    torch.set_num_threads(os.cpu_count() or 1)
+    torch.set_num_threads(compute_threads())
     out = np.zeros((len(texts), info.dim), dtype=np.float32)
     if not texts:
         return out
-    order = np.argsort([-len(t) for t in texts], kind="stable")
+    order = encoding_order(texts)
     step = batch_size * CHUNK_BATCHES
     with Progress(
         "[progress.description]{task.description}",
@@ -227,14 +240,71 @@ class EmbeddingCache:
             .select(list(schema))
         )
 
-    def add(self, hashes: pl.Series, vectors: pl.Series) -> None:
+    def add(self, hashes: pl.Series, vectors: pl.Series) -> Path | None:
+        """Store vectors as a new part (written atomically); returns its path."""
         if hashes.len() == 0:
-            return
+            return None
         self.folder.mkdir(parents=True, exist_ok=True)
         part = self.folder / f"{hashlib.sha256(''.join(hashes).encode()).hexdigest()[:16]}.parquet"
         tmp = part.with_suffix(".tmp")
         pl.DataFrame({"text_sha256": hashes, "embedding": vectors}).write_parquet(tmp)
         os.replace(tmp, part)
+        return part
+
+
+def pending_texts(
+    papers: pl.DataFrame, cache: EmbeddingCache | None
+) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]:
+    """Each paper's text and its hash, the vectors cached for them, and the texts to encode.
+
+    Returns:
+        keyed (paper_id, text_sha256, text), cached (text_sha256, embedding) and todo
+        (text_sha256, text: one row per distinct text not cached).
+    """
+    texts = paper_text(papers)
+    hashes = text_sha256(texts)
+    keyed = pl.DataFrame({"paper_id": papers["paper_id"], "text_sha256": hashes, "text": texts})
+    cached = (
+        cache.lookup(hashes)
+        if cache
+        else pl.DataFrame(schema={"text_sha256": pl.String, "embedding": pl.List(pl.Float32)})
+    )
+    todo = keyed.join(cached, on="text_sha256", how="anti").unique("text_sha256", keep="first")
+    return keyed, cached, todo.select("text_sha256", "text")
+
+
+SHARD_TEXTS = 8192  # most texts a shard encodes: a cache part each, progress as they end
+
+
+def shards(todo: pl.DataFrame, batch_size: int, pieces: int = 8) -> list[pl.DataFrame]:
+    """`todo` cut into about `pieces` shards for workers, as `encode` would batch it.
+
+    Each shard is a run of whole chunks of `encode`'s longest-first order, so every text
+    meets the same batch companions as in one process, and gets bit-identical vectors.
+    """
+    if todo.height == 0:
+        return []
+    ordered = todo[encoding_order(todo["text"].to_list())]
+    chunk = batch_size * CHUNK_BATCHES
+    chunks = -(-todo.height // chunk)
+    per_shard = max(1, min(-(-chunks // pieces), SHARD_TEXTS // chunk or 1)) * chunk
+    return [ordered.slice(start, per_shard) for start in range(0, ordered.height, per_shard)]
+
+
+def encode_shard(
+    shard: pl.DataFrame, model: str, batch_size: int, device: str, precision: str, cache_dir: Path
+) -> tuple[str, int]:
+    """Encode a shard of texts (text_sha256, text) into the embedding cache, on a worker.
+
+    The model loads once per worker process and stays for the next shard.
+
+    Returns:
+        the cache part written and the number of texts encoded.
+    """
+    _, info = load_model(model, device, precision)
+    vectors = encode(shard["text"].to_list(), model, batch_size, device, precision, False)
+    fresh = pl.Series(vectors, dtype=pl.Array(pl.Float32, info.dim)).cast(pl.List(pl.Float32))
+    return str(EmbeddingCache(cache_dir, info).add(shard["text_sha256"], fresh)), shard.height
 
 
 @dataclass
@@ -271,23 +341,31 @@ def embed_papers(
     precision: str = "auto",
     show_progress: bool = True,
     cache_dir: Path | None = None,
+    on_workers: Callable[[list[pl.DataFrame]], object] | None = None,
+    pieces: int = 8,
 ) -> EmbedResult:
-    """The embeddings table (paper_id, model, dim, embedding); only uncached texts are encoded."""
+    """The embeddings table (paper_id, model, dim, embedding); only uncached texts are encoded.
+
+    Args:
+        on_workers: encodes shards of the texts to do elsewhere (a cluster's workers, each
+            through `encode_shard`) into the cache; without it they are encoded here.
+        pieces: about how many shards `on_workers` gets.
+    """
     _, info = load_model(model, device, precision)
-    texts = paper_text(papers)
-    hashes = text_sha256(texts)
-    keyed = pl.DataFrame({"paper_id": papers["paper_id"], "text_sha256": hashes, "text": texts})
     cache = EmbeddingCache(cache_dir, info) if cache_dir else None
-    cached = (
-        cache.lookup(hashes)
-        if cache
-        else pl.DataFrame(schema={"text_sha256": pl.String, "embedding": pl.List(pl.Float32)})
-    )
-    todo = keyed.join(cached, on="text_sha256", how="anti").unique("text_sha256", keep="first")
-    vectors = encode(todo["text"].to_list(), model, batch_size, device, precision, show_progress)
-    fresh = pl.Series(vectors, dtype=pl.Array(pl.Float32, info.dim)).cast(pl.List(pl.Float32))
-    if cache:
-        cache.add(todo["text_sha256"], fresh)
+    keyed, cached, todo = pending_texts(papers, cache)
+    if on_workers and cache and todo.height:
+        on_workers(shards(todo, batch_size, pieces))
+        done = cache.lookup(todo["text_sha256"])
+        todo = todo.join(done, on="text_sha256", how="left", maintain_order="left")
+        fresh = todo["embedding"]
+        vectors = None  # in the cache now; read back below only for the agreement check
+    else:
+        texts = todo["text"].to_list()
+        vectors = encode(texts, model, batch_size, device, precision, show_progress)
+        fresh = pl.Series(vectors, dtype=pl.Array(pl.Float32, info.dim)).cast(pl.List(pl.Float32))
+        if cache:
+            cache.add(todo["text_sha256"], fresh)
     known = pl.concat(
         [cached, pl.DataFrame({"text_sha256": todo["text_sha256"], "embedding": fresh})]
     )
@@ -301,9 +379,13 @@ def embed_papers(
     if info.precision != "fp32" and todo.height:
         # Every run that encodes at reduced precision checks a few texts against fp32.
         pick = np.linspace(0, todo.height - 1, min(AGREEMENT_SAMPLE, todo.height)).astype(int)
-        agreement = agreement_with_fp32(
-            [todo["text"][int(i)] for i in pick], vectors[pick], model, device
+        sample = (
+            vectors[pick]
+            if vectors is not None
+            else np.asarray(fresh.gather(pick).to_list(), dtype=np.float32)
         )
+        texts = [todo["text"][int(i)] for i in pick]
+        agreement = agreement_with_fp32(texts, sample, model, device)
     return EmbedResult(
         table,
         computed=todo.height,

@@ -23,6 +23,8 @@ from prefect.states import Failed, State
 from flows import aggregate, embed, ingest, publish, validate
 from flows import dq as dq_page
 from flows import run_record as record
+from flows.cluster import cluster_workers, fan_out, on_workers
+from flows.ingest.cache import ParseCache
 from flows.lake import WarehouseBusy, connect, run_lock
 from flows.settings import Settings, configure_environment, run_parameters
 from flows.tables import sql_tables
@@ -58,7 +60,17 @@ def staged(tables: dict[str, pl.DataFrame]) -> duckdb.DuckDBPyConnection:
 
 @task(name="ingest_raw", cache_policy=NO_CACHE)
 def ingest_raw(settings: Settings) -> Ingested:
-    """Read the raw files (unchanged ones from the parse cache) into papers and rejects."""
+    """Read the raw files (unchanged ones from the parse cache) into papers and rejects.
+
+    On a cluster, each file not parsed yet is first parsed by a worker into the cache.
+    """
+    parsed: set[str] = set()  # files the workers parsed (the run reads them from the cache)
+    if fan := on_workers(parse_file, settings=settings):
+        jobs = ingest.pending_parses(
+            settings.raw, settings.min_words, settings.max_words, settings.cache_path / "parsed"
+        )
+        fan(jobs)
+        parsed = {str(job.path) for job in jobs}
     with ingest.reading_progress() as advance:
         result = ingest.ingest(
             settings.raw,
@@ -67,13 +79,27 @@ def ingest_raw(settings: Settings) -> Ingested:
             cache_dir=settings.cache_path / "parsed",
             progress=advance,
         )
+    for source in result.files:
+        source.cached = source.cached and source.path not in parsed
     papers, paper_sources = ingest.build_papers(result.records)
     return Ingested(result, papers, paper_sources)
 
 
+@task(name="parse_file", cache_policy=NO_CACHE)
+def parse_file(job: ingest.ParseJob, settings: Settings) -> str:
+    """Parse one raw file into the parse cache (on a worker); its counts, for the log."""
+    cache = ParseCache(settings.cache_path / "parsed", settings.min_words, settings.max_words)
+    source, _, _ = ingest.parse_into_cache(job, cache)
+    return f"{source.path}: {source.accepted} accepted, {source.rejected} rejected"
+
+
 @task(name="embed_papers", cache_policy=NO_CACHE)
 def embed_papers(papers: pl.DataFrame, settings: Settings) -> embed.EmbedResult:
-    """Vectors for every paper; only texts new for this model are encoded."""
+    """Vectors for every paper; only texts new for this model are encoded.
+
+    On a cluster, the texts to encode go to the workers in shards (`encode_shard`).
+    """
+    _, info = embed.load_model(settings.model, settings.device, settings.precision)
     return embed.embed_papers(
         papers,
         settings.model,
@@ -81,7 +107,29 @@ def embed_papers(papers: pl.DataFrame, settings: Settings) -> embed.EmbedResult:
         settings.device,
         settings.precision,
         cache_dir=settings.cache_path / "embeddings",
+        # Workers load the model the flow resolved: the same device and precision.
+        on_workers=on_workers(
+            encode_shard, settings=settings.with_(device=info.device, precision=info.precision)
+        ),
+        pieces=2 * cluster_workers(),
     )
+
+
+@task(name="encode_shard", cache_policy=NO_CACHE)
+def encode_shard(shard: pl.DataFrame, settings: Settings) -> tuple[str, int]:
+    """Encode one shard of texts into the embedding cache (on a worker): its part and count."""
+    return embed.encode_shard(
+        shard, settings.model, settings.batch_size, settings.device, settings.precision,
+        settings.cache_path / "embeddings",
+    )  # fmt: skip
+
+
+@task(name="neighbor_rows", cache_policy=NO_CACHE)
+def neighbor_rows(rows: tuple[int, int], matrix: Path, settings: Settings):
+    """Exact neighbours and near-duplicate pairs of rows [first, stop) of the matrix file,
+    against every paper (on a worker)."""
+    vectors = np.load(matrix)
+    return aggregate.exact_rows(vectors, *rows, settings.neighbors_k, settings.duplicate_threshold)
 
 
 @task(name="aggregate_papers", cache_policy=NO_CACHE)
@@ -93,6 +141,19 @@ def aggregate_papers(
         topic: np.asarray(centroid, dtype=np.float32)
         for topic, centroid in publish.previous_topics(settings).items()
     }
+    search = None
+    if workers := cluster_workers():
+
+        def search(ids: list[str], vectors: np.ndarray) -> tuple[pl.DataFrame, pl.DataFrame]:
+            return aggregate.nearest_in_pieces(
+                ids, vectors, settings.neighbors_k, settings.duplicate_threshold,
+                settings.neighbors_method, settings.exact_neighbors_max,
+                settings.cache_path / "neighbors",
+                lambda ranges, matrix: fan_out(neighbor_rows, ranges, matrix=matrix,
+                                               settings=settings),
+                pieces=2 * workers,
+            )  # fmt: skip
+
     con = staged(inputs)
     try:
         aggregate.build_aggregates(
@@ -106,6 +167,7 @@ def aggregate_papers(
             previous_topics=previous,
             neighbors_method=settings.neighbors_method,
             exact_neighbors_max=settings.exact_neighbors_max,
+            search=search,
         )
         return {name: con.table(name).pl() for name in ("paper_topics", *sql_tables())}
     finally:
@@ -181,6 +243,15 @@ _PARAMETERS = [
 run_flow.__signature__ = inspect.Signature(_PARAMETERS)
 run_flow.__annotations__ = {p.name: p.annotation for p in _PARAMETERS}
 paperlake = flow(name="paperlake", log_prints=True)(run_flow)
+
+
+def flow_for(settings: Settings):
+    """The paperlake flow, its tasks on the Dask cluster `settings.cluster` names, if any."""
+    if not settings.cluster:
+        return paperlake
+    from flows.cluster import task_runner
+
+    return paperlake.with_options(task_runner=task_runner(settings.cluster))
 
 
 def run_pipeline(settings: Settings, force: bool = False) -> record.RunSummary:

@@ -124,6 +124,10 @@ class Settings:
                     f"{spec.name} must be {', '.join(choices[:-1])} or {choices[-1]}, "
                     f"not {getattr(self, spec.name)!r}"
                 )
+        if self.cluster:
+            from flows.cluster import check_spec
+
+            check_spec(self.cluster)
         if not 0 < self.duplicate_threshold <= 1:
             raise ValueError("duplicate_threshold must be in (0, 1]")
 

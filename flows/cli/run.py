@@ -64,7 +64,7 @@ def run(
             return
 
     from flows import embed
-    from flows.pipeline import paperlake
+    from flows.pipeline import flow_for
     from flows.prefect_server import ServerError, run_api
     from flows.validate import DataQualityError
 
@@ -78,7 +78,7 @@ def run(
         # Start-up: the Prefect API and the model, side by side.
         with run_api(settings, while_starting=load_model):
             startup = round(time.perf_counter() - started, 3)
-            summary = paperlake(**parameters)
+            summary = flow_for(settings)(**parameters)
         summary.stage_seconds = {"startup": startup, **summary.stage_seconds}
     except DataQualityError as exc:
         err.print(f"[red]run stopped before publish:[/red] {escape(str(exc))}")
@@ -217,14 +217,14 @@ def serve(
     from prefect import serve as serve_deployments
     from prefect.settings import PREFECT_API_URL
 
-    from flows.pipeline import paperlake
+    from flows.pipeline import flow_for
     from flows.prefect_server import ServerError, next_run_times, persistent_api, port_in_use
 
     if not PREFECT_API_URL.value() and port_in_use(port):
         fail(f"port {port} is in use; choose another with --port")
     try:
         with persistent_api(settings, port) as (api_url, ui_url):
-            deployment = paperlake.to_deployment(
+            deployment = flow_for(settings).to_deployment(
                 name=name, cron=cron, interval=interval, parameters=parameters
             )
             out.print(f"Prefect API: {api_url}", highlight=False)

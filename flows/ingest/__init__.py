@@ -69,10 +69,13 @@ from flows.ingest.overrides import Overrides, load_settings
 from flows.ingest.paths import discover, file_digest, raw_place, try_digest
 from flows.ingest.read import (
     IngestResult,
+    ParseJob,
     build_papers,
     file_report,
     ingest,
     ingest_file,
+    parse_into_cache,
+    pending_parses,
     reading_progress,
     record_batches,
 )
@@ -105,6 +108,7 @@ __all__ = [
     "FileOverride",
     "IngestError",
     "IngestResult",
+    "ParseJob",
     "Layout",
     "ObjectFields",
     "Overrides",
@@ -134,7 +138,9 @@ __all__ = [
     "parse_authors",
     "parse_header",
     "parse_list",
+    "parse_into_cache",
     "parse_year",
+    "pending_parses",
     "raw_place",
     "read_delimited",
     "read_json_stream",

@@ -45,6 +45,7 @@ class ParseCache:
 
     def __init__(self, folder: Path, min_words: int, max_words: int | None = None):
         self.folder = folder
+        self.min_words, self.max_words = min_words, max_words
         self.config = f"{INGEST_VERSION}:{min_words}:{max_words}"
 
     def key(
@@ -53,6 +54,12 @@ class ParseCache:
         # The venue and year a file's path gives are part of its parse.
         spec = f"{sha256}:{self.config}:{override.origin}:{metadata_from_path(parts)[:2]}"
         return hashlib.sha256(spec.encode()).hexdigest()[:32]
+
+    def has(
+        self, sha256: str, override: FileOverride = NO_OVERRIDE, parts: Sequence[str] = ()
+    ) -> bool:
+        """True if the parse of this file version is in the cache."""
+        return (self.folder / f"{self.key(sha256, override, parts)}.json").exists()
 
     def load(
         self, source: SourceFile, override: FileOverride = NO_OVERRIDE, parts: Sequence[str] = ()

@@ -312,21 +312,17 @@ def ingest(
             rejected.append(bad)
             if progress:
                 progress(str(path), size, size)
+        elif cache:
+            job = ParseJob(path, sha, size, override, tuple(parts))
+            source, stored, bad = parse_into_cache(job, cache, progress)
+            records.extend((p, str(path)) for p in stored)
+            rejected.extend(bad)
         else:
-            writer = (
-                cache.writer(sha, override, parts)
-                if cache
-                else PartWriter(Path(workdir.name) / f"{number:06d}")
-            )
+            writer = PartWriter(Path(workdir.name) / f"{number:06d}")
             source, bad = ingest_file(
                 path, min_words, sha, size, writer, override, max_words, progress, parts
             )
-            if cache and source.error is None:
-                rejects = concat_frames(bad, REJECT_SCHEMA)
-                stored = cache.store(source, writer, rejects, override, parts)
-            else:
-                stored = [writer.folder / n for n in writer.names]
-            records.extend((p, str(path)) for p in stored)
+            records.extend((writer.folder / n, str(path)) for n in writer.names)
             rejected.extend(bad)
         # Said after caching, since files of equal content share a parse: what the file's
         # name and place mean for it.
@@ -349,6 +345,62 @@ def ingest(
         schema=accepted_schema(min_words),
         workdir=workdir,
     )
+
+
+@dataclass(frozen=True)
+class ParseJob:
+    """One raw file version whose parse is not cached yet: a piece a worker can parse."""
+
+    path: Path
+    sha256: str
+    size: int
+    override: FileOverride
+    parts: tuple[str, ...]  # the path components that may name its venue and year
+
+
+def parse_into_cache(
+    job: ParseJob, cache: ParseCache, progress: Progress | None = None
+) -> tuple[SourceFile, list[Path], list[pl.DataFrame]]:
+    """Parse one file into the parse cache (a file that failed stays out of it).
+
+    Returns:
+        its sources row, the Parquet parts of its accepted records, and its rejects.
+    """
+    writer = cache.writer(job.sha256, job.override, job.parts)
+    source, bad = ingest_file(
+        job.path, cache.min_words, job.sha256, job.size, writer, job.override,
+        cache.max_words, progress, job.parts,
+    )  # fmt: skip
+    if source.error is not None:
+        return source, [writer.folder / n for n in writer.names], bad
+    rejects = concat_frames(bad, REJECT_SCHEMA)
+    return source, cache.store(source, writer, rejects, job.override, job.parts), bad
+
+
+def pending_parses(
+    paths: Iterable[Path], min_words: int, max_words: int | None, cache_dir: Path
+) -> list[ParseJob]:
+    """The raw files under `paths` that `ingest` would parse now: those whose parse is not
+    in the cache. A cluster parses them side by side first; `ingest` then reads the cache.
+
+    Settings files, documentation and unreadable files are left to `ingest`.
+    """
+    roots = [Path(p) for p in paths]
+    overrides = Overrides(roots)
+    cache = ParseCache(cache_dir, min_words, max_words)
+    jobs = []
+    for path in discover(roots):
+        if path.name == SETTINGS_FILE or (DOCUMENTATION_RE.match(path.name) and path not in roots):
+            continue
+        sha, size, unreadable = try_digest(path)
+        if unreadable:
+            continue
+        override, _ = overrides.for_file(path)
+        folder, relative = raw_place(path, roots)
+        parts = (folder.resolve().name, *relative.split("/"))
+        if not cache.has(sha, override, parts):
+            jobs.append(ParseJob(path, sha, size, override, parts))
+    return jobs
 
 
 def build_papers(records: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:

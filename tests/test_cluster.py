@@ -1,0 +1,109 @@
+"""The flow on a real Dask cluster (a LocalCluster of 2 worker processes) through prefect-dask."""
+
+from __future__ import annotations
+
+import asyncio
+
+import numpy as np
+import polars as pl
+import pytest
+from typer.testing import CliRunner
+
+from flows import aggregate, embed, history
+from flows.cli import app
+from flows.cluster import ClusterError, check_spec, task_runner
+from flows.settings import Settings
+from tests.conftest import SAMPLE_RAW
+
+
+@pytest.fixture(scope="module")
+def dask_cluster():
+    """A real LocalCluster with 2 single-threaded worker processes, shared by the module."""
+    from distributed import LocalCluster
+
+    with LocalCluster(
+        n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None
+    ) as cluster:
+        yield cluster
+
+
+def task_run_names(flow_run: str) -> list[str]:
+    """Names of the task runs the Prefect API recorded for a flow run."""
+    from prefect.client.orchestration import get_client
+    from prefect.client.schemas.filters import FlowRunFilter, FlowRunFilterName
+
+    async def read() -> list[str]:
+        async with get_client() as client:
+            runs = await client.read_task_runs(
+                flow_run_filter=FlowRunFilter(name=FlowRunFilterName(any_=[flow_run]))
+            )
+            return sorted(r.name.rsplit("-", 1)[0] for r in runs)
+
+    return asyncio.run(read())
+
+
+def test_run_on_a_cluster_publishes_what_one_process_does(prefect_server, dask_cluster, tmp_path):
+    from flows.pipeline import flow_for, paperlake
+
+    # Batches of 4: the 38 texts make 3 shards of whole 16-text chunks.
+    common = {"raw": [str(SAMPLE_RAW)], "batch_size": 4}
+    local = Settings(warehouse=tmp_path / "here", raw=(SAMPLE_RAW,), batch_size=4)
+    spread = local.with_(warehouse=tmp_path / "spread", cluster=dask_cluster.scheduler_address)
+    here = paperlake(warehouse=str(local.warehouse), **common)
+    there = flow_for(spread)(warehouse=str(spread.warehouse), **common)
+
+    assert (here.papers, there.papers) == (38, 38)
+    assert there.embedded == 38 and there.files_parsed == 2
+    _, here_tables, here_whole = history.checksums(local)
+    _, there_tables, there_whole = history.checksums(spread)
+    assert there_tables == here_tables and there_whole == here_whole
+    # Every piece ran as a task run of the flow's own API (no server per worker).
+    names = task_run_names(there.flow_run)
+    assert names.count("parse_file") == 2
+    assert names.count("encode_shard") == 3
+    assert names.count("neighbor_rows") == 1
+    assert {"ingest_raw", "embed_papers", "aggregate_papers", "publish_snapshot"} <= set(names)
+
+
+def test_local_spec_gives_workers_their_share_of_the_cores():
+    runner = task_runner("local:2")
+    assert runner.cluster_kwargs["n_workers"] == 2
+    assert runner.cluster_kwargs["threads_per_worker"] == 1
+    assert int(runner.cluster_kwargs["env"]["PAPERLAKE_THREADS"]) >= 1
+    assert task_runner("tcp://10.0.0.5:8786").address == "tcp://10.0.0.5:8786"
+
+
+@pytest.mark.parametrize("spec", ["local:0", "local", "dask", "tcp://host", "10.0.0.5:8786"])
+def test_a_cluster_that_names_nothing_is_refused(spec, tmp_path):
+    with pytest.raises(ClusterError, match="must be local:N"):
+        check_spec(spec)
+    result = CliRunner().invoke(
+        app, ["run", "--raw", str(SAMPLE_RAW), "-w", str(tmp_path / "w"), "--cluster", spec]
+    )
+    assert result.exit_code == 1
+    assert f"cluster {spec!r} must be local:N" in result.output
+    assert "Traceback" not in result.output
+
+
+def test_shards_follow_the_encoders_batches():
+    texts = [f"text {'x' * (i % 7)} {i}" for i in range(70)]
+    todo = pl.DataFrame({"text_sha256": [f"h{i}" for i in range(70)], "text": texts})
+    parts = embed.shards(todo, batch_size=4, pieces=3)
+    # Whole chunks of batch_size x CHUNK_BATCHES texts, in encode's longest-first order.
+    chunk = 4 * embed.CHUNK_BATCHES
+    assert [p.height for p in parts] == [2 * chunk, 2 * chunk, 70 - 4 * chunk]
+    joined = pl.concat(parts)["text"].to_list()
+    assert joined == [texts[i] for i in embed.encoding_order(texts)]
+
+
+def test_exact_search_in_row_ranges_equals_one_search():
+    rng = np.random.default_rng(7)
+    vectors = rng.normal(size=(5000, 16)).astype(np.float32)
+    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+    whole = aggregate.exact_nearest(vectors, 5, 0.8)
+    ranges = aggregate.row_blocks(len(vectors), 2)
+    assert ranges == [(0, 4096), (4096, 5000)]
+    parts = [aggregate.exact_rows(vectors, a, b, 5, 0.8) for a, b in ranges]
+    for i in range(3):
+        assert np.array_equal(np.concatenate([p[0][i] for p in parts]), whole[0][i])
+        assert np.array_equal(np.concatenate([p[1][i] for p in parts]), whole[1][i])
