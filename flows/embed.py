@@ -146,9 +146,22 @@ def paper_text(papers: pl.DataFrame) -> pl.Series:
 
 
 def compute_threads() -> int:
-    """Threads for torch: $PAPERLAKE_THREADS (a cluster worker's share of its machine's
-    cores), else every core."""
-    return int(os.environ.get("PAPERLAKE_THREADS") or os.cpu_count() or 1)
+    """Threads for torch and FAISS: $PAPERLAKE_THREADS where set; in a Dask worker, its
+    share of the machine (cores over the task slots of all workers on this host); else
+    every core."""
+    if given := os.environ.get("PAPERLAKE_THREADS"):
+        return max(1, int(given))
+    cores = os.cpu_count() or 1
+    try:
+        from distributed import get_worker
+
+        worker = get_worker()
+    except (ImportError, ValueError):  # not in a Dask worker
+        return cores
+    host = worker.address.rsplit(":", 1)[0]
+    workers = worker.client.scheduler_info(n_workers=-1)["workers"]
+    slots = sum(w["nthreads"] for address, w in workers.items() if address.startswith(host + ":"))
+    return max(1, cores // max(1, slots))
 
 
 def encoding_order(texts: list[str]) -> np.ndarray:

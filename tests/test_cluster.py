@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import os
 
 import numpy as np
 import polars as pl
@@ -107,3 +108,12 @@ def test_exact_search_in_row_ranges_equals_one_search():
     for i in range(3):
         assert np.array_equal(np.concatenate([p[0][i] for p in parts]), whole[0][i])
         assert np.array_equal(np.concatenate([p[1][i] for p in parts]), whole[1][i])
+
+
+def test_a_worker_computes_with_its_share_of_the_cores(dask_cluster):
+    from distributed import Client
+
+    with Client(dask_cluster, set_as_default=False) as client:
+        threads = client.submit(embed.compute_threads, pure=False).result()
+    # 2 workers of one task slot each on this host.
+    assert threads == max(1, (os.cpu_count() or 1) // 2)
