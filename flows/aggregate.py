@@ -139,51 +139,87 @@ def nearest_in_pieces(
     method: str,
     exact_max: int,
     workdir: Path,
-    fan: Callable[[list[tuple[int, int]], Path], list[tuple[Triples, Triples]]],
+    fan: Callable[[list[tuple[int, int]], Path, Path | None], list[tuple[Triples, Triples]]],
     pieces: int,
 ) -> tuple[pl.DataFrame, pl.DataFrame]:
-    """`nearest`, with exact search split into row ranges that `fan` searches elsewhere.
+    """`nearest`, its search split into ranges of query rows that `fan` searches elsewhere.
 
-    The matrix is written once to `workdir` for the workers to read; `fan` maps the row
-    ranges and that file to each range's triples (through `exact_rows`). The graph search
-    (hnsw) runs here.
+    The matrix (and for hnsw the graph, built here) is written once to `workdir` for the
+    workers to read; `fan` maps the row ranges, the matrix file and the graph file (None
+    for exact search) to each range's triples, through `search_rows`.
     """
-    if neighbor_method(method, len(ids), exact_max) != "exact" or not len(ids):
+    if not len(ids):
         return nearest(ids, vectors, k, threshold, method, exact_max)
     workdir.mkdir(parents=True, exist_ok=True)
     matrix = workdir / f"vectors-{os.getpid()}.npy"
+    graph = None
     np.save(matrix, np.ascontiguousarray(vectors, dtype=np.float32))
     try:
-        parts = fan(row_blocks(len(ids), pieces), matrix)
+        if neighbor_method(method, len(ids), exact_max) == "hnsw":
+            import faiss
+
+            graph = workdir / f"graph-{os.getpid()}.faiss"
+            faiss.write_index(build_graph(vectors), str(graph))
+        parts = fan(row_blocks(len(ids), pieces), matrix, graph)
     finally:
         matrix.unlink(missing_ok=True)
+        if graph:
+            graph.unlink(missing_ok=True)
     top, pairs = concat_triples([p[0] for p in parts]), concat_triples([p[1] for p in parts])
     return id_frame(ids, *top), id_frame(ids, *pairs)
+
+
+def search_rows(
+    rows: tuple[int, int], matrix: Path, graph: Path | None, k: int, threshold: float
+) -> tuple[Triples, Triples]:
+    """One range of query rows of `nearest_in_pieces`, from its files (on a worker)."""
+    vectors = np.load(matrix)
+    if graph is None:
+        return exact_rows(vectors, *rows, k, threshold)
+    import faiss
+
+    return graph_rows(faiss.read_index(str(graph)), vectors, *rows, k, threshold)
 
 
 def graph_nearest(vectors: np.ndarray, k: int, threshold: float) -> tuple[Triples, Triples]:
     """Approximate top-k and pairs above `threshold` from a FAISS HNSW graph.
 
     The graph is built on one thread, so that the same vectors give the same graph and the
-    same neighbours; the search runs on every core. A paper whose PAIR_CANDIDATES graph
-    neighbours all lie above `threshold` may have more such pairs: its row is checked
-    exactly against every paper.
+    same neighbours; the search runs on every core.
+    """
+    if len(vectors) == 0:
+        return concat_triples([]), concat_triples([])
+    return graph_rows(build_graph(vectors), vectors, 0, len(vectors), k, threshold)
+
+
+def build_graph(vectors: np.ndarray):
+    """A FAISS HNSW graph of `vectors` (inner product), built on one thread."""
+    import faiss
+
+    index = faiss.IndexHNSWFlat(vectors.shape[1], HNSW_LINKS, faiss.METRIC_INNER_PRODUCT)
+    index.hnsw.efConstruction = HNSW_BUILD_BREADTH
+    faiss.omp_set_num_threads(1)
+    index.add(np.ascontiguousarray(vectors, dtype=np.float32))
+    return index
+
+
+def graph_rows(
+    index, vectors: np.ndarray, first: int, stop: int, k: int, threshold: float
+) -> tuple[Triples, Triples]:
+    """Graph search for the papers in rows [first, stop): top-k and pairs above `threshold`.
+
+    A paper whose PAIR_CANDIDATES graph neighbours all lie above `threshold` may have more
+    such pairs: its row is checked exactly against every paper.
     """
     import faiss
 
-    n, dim = vectors.shape
-    if n == 0:
-        return concat_triples([]), concat_triples([])
-    data = np.ascontiguousarray(vectors, dtype=np.float32)
-    index = faiss.IndexHNSWFlat(dim, HNSW_LINKS, faiss.METRIC_INNER_PRODUCT)
-    index.hnsw.efConstruction = HNSW_BUILD_BREADTH
-    faiss.omp_set_num_threads(1)
-    index.add(data)
     faiss.omp_set_num_threads(compute_threads())
+    n = len(vectors)
+    data = np.ascontiguousarray(vectors, dtype=np.float32)
     fetch = min(n, max(k, PAIR_CANDIDATES) + 1)  # + 1: a paper finds itself
     index.hnsw.efSearch = max(HNSW_SEARCH_BREADTH, fetch)
-    scores, cols = index.search(data, fetch)
-    rows = np.repeat(np.arange(n), fetch).reshape(n, fetch)
+    scores, cols = index.search(data[first:stop], fetch)
+    rows = np.repeat(np.arange(first, stop), fetch).reshape(stop - first, fetch)
     keep = (cols >= 0) & (cols != rows)
     # Rank within each row after dropping self and empty slots, then cut at k.
     rank = np.cumsum(keep, axis=1) - 1
@@ -191,7 +227,7 @@ def graph_nearest(vectors: np.ndarray, k: int, threshold: float) -> tuple[Triple
     top = (rows[in_top], cols[in_top], scores[in_top])
     above = keep & (scores >= threshold)
     pairs = (rows[above], cols[above], scores[above])
-    crowded = np.flatnonzero(above.sum(axis=1) >= fetch - 1)
+    crowded = first + np.flatnonzero(above.sum(axis=1) >= fetch - 1)
     if len(crowded):
         plain = ~np.isin(pairs[0], crowded)
         parts = [(pairs[0][plain], pairs[1][plain], pairs[2][plain])]

@@ -125,11 +125,12 @@ def encode_shard(shard: pl.DataFrame, settings: Settings) -> tuple[str, int]:
 
 
 @task(name="neighbor_rows", cache_policy=NO_CACHE)
-def neighbor_rows(rows: tuple[int, int], matrix: Path, settings: Settings):
-    """Exact neighbours and near-duplicate pairs of rows [first, stop) of the matrix file,
-    against every paper (on a worker)."""
-    vectors = np.load(matrix)
-    return aggregate.exact_rows(vectors, *rows, settings.neighbors_k, settings.duplicate_threshold)
+def neighbor_rows(rows: tuple[int, int], matrix: Path, graph: Path | None, settings: Settings):
+    """Neighbours and near-duplicate pairs of rows [first, stop) of the matrix file, against
+    every paper, exactly or through the graph file (on a worker)."""
+    return aggregate.search_rows(
+        rows, matrix, graph, settings.neighbors_k, settings.duplicate_threshold
+    )
 
 
 @task(name="aggregate_papers", cache_policy=NO_CACHE)
@@ -149,8 +150,9 @@ def aggregate_papers(
                 ids, vectors, settings.neighbors_k, settings.duplicate_threshold,
                 settings.neighbors_method, settings.exact_neighbors_max,
                 settings.cache_path / "neighbors",
-                lambda ranges, matrix: fan_out(neighbor_rows, ranges, matrix=matrix,
-                                               settings=settings),
+                lambda ranges, matrix, graph: fan_out(
+                    neighbor_rows, ranges, matrix=matrix, graph=graph, settings=settings
+                ),
                 pieces=2 * workers,
             )  # fmt: skip
 

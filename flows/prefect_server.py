@@ -117,8 +117,31 @@ def database_url(settings: Settings) -> str:
     return f"sqlite+aiosqlite:///{folder / 'prefect.db'}"
 
 
-def start_server(settings: Settings, port: int | None = None, ui: bool = False) -> Server:
-    """Start a Prefect server on 127.0.0.1 for `settings`' warehouse.
+LOOPBACK = "127.0.0.1"
+
+
+def api_address(cluster: str | None) -> tuple[str, str]:
+    """Where a server started for a run listens, and the address its clients use.
+
+    Loopback, unless the run's tasks go to a Dask scheduler on another host: its workers
+    must reach the flow's API too, so the server then listens on every interface and is
+    addressed by this host's address on the route to the scheduler.
+    """
+    from urllib.parse import urlsplit
+
+    host = urlsplit(cluster).hostname if cluster and "://" in cluster else None
+    if host is None or host == "localhost" or host.startswith("127."):
+        return LOOPBACK, LOOPBACK
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
+        probe.connect((host, 9))  # a UDP connect sends nothing; it picks the route
+        return "0.0.0.0", probe.getsockname()[0]
+
+
+def start_server(
+    settings: Settings, port: int | None = None, ui: bool = False, cluster: str | None = None
+) -> Server:
+    """Start a Prefect server for `settings`' warehouse, on 127.0.0.1 unless `cluster` is a
+    scheduler on another host (see `api_address`).
 
     Args:
         port: where it listens (default: a free port).
@@ -128,13 +151,14 @@ def start_server(settings: Settings, port: int | None = None, ui: bool = False) 
     import prefect
     from prefect.settings import get_current_settings
 
+    bind, advertise = api_address(cluster)
     port = port or free_port()
     env = {
         **os.environ,
         **get_current_settings().to_environment_variables(exclude_unset=True),
         "PREFECT_UI_ENABLED": "true" if ui else "false",
         # Where the UI in the browser finds the API.
-        "PREFECT_SERVER_API_HOST": "127.0.0.1",
+        "PREFECT_SERVER_API_HOST": advertise,
         "PREFECT_SERVER_API_PORT": str(port),
         "PREFECT_SERVER_DATABASE_CONNECTION_URL": database_url(settings),
         "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
@@ -149,13 +173,13 @@ def start_server(settings: Settings, port: int | None = None, ui: bool = False) 
             sys.executable, "-m", "flows.api_server", str(os.getpid()),
             "--app-dir", str(Path(prefect.__file__).parent.parent),
             "--factory", "prefect.server.api.server:create_app",
-            "--host", "127.0.0.1", "--port", str(port),
+            "--host", bind, "--port", str(port),
             "--log-level", "error", "--lifespan", "on",
         ],
         env=env,
         start_new_session=True,
     )  # fmt: skip
-    base = f"http://127.0.0.1:{port}"
+    base = f"http://{advertise}:{port}"
     return Server(process, f"{base}/api", base if ui else None)
 
 
@@ -187,7 +211,13 @@ def run_api(settings: Settings, while_starting: Callable[[], object]) -> Iterato
         while_starting()
         yield get_current_settings().ui_url
         return
-    server = start_server(settings)
+    server = start_server(settings, cluster=settings.cluster)
+    if server.api_url.split("//")[1].split(":")[0] != LOOPBACK:
+        logging.getLogger("paperlake").warning(
+            "Prefect API for the cluster's workers at %s, listening on every interface for "
+            "this run (set PREFECT_API_URL to use a server of your own)",
+            server.api_url,
+        )
     try:
         while_starting()
         server.wait_healthy()
@@ -212,7 +242,7 @@ def persistent_api(settings: Settings, port: int) -> Iterator[tuple[str, str | N
     if PREFECT_API_URL.value():
         yield PREFECT_API_URL.value(), get_current_settings().ui_url
         return
-    server = start_server(settings, port=port, ui=True)
+    server = start_server(settings, port=port, ui=True, cluster=settings.cluster)
     try:
         server.wait_healthy()
         with temporary_settings(updates={PREFECT_API_URL: server.api_url}):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import ipaddress
 import os
 
 import numpy as np
@@ -97,17 +98,26 @@ def test_shards_follow_the_encoders_batches():
     assert joined == [texts[i] for i in embed.encoding_order(texts)]
 
 
-def test_exact_search_in_row_ranges_equals_one_search():
+@pytest.mark.parametrize("method", ["exact", "hnsw"])
+def test_search_in_row_ranges_equals_one_search(method, tmp_path):
     rng = np.random.default_rng(7)
     vectors = rng.normal(size=(5000, 16)).astype(np.float32)
     vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
-    whole = aggregate.exact_nearest(vectors, 5, 0.8)
-    ranges = aggregate.row_blocks(len(vectors), 2)
-    assert ranges == [(0, 4096), (4096, 5000)]
-    parts = [aggregate.exact_rows(vectors, a, b, 5, 0.8) for a, b in ranges]
-    for i in range(3):
-        assert np.array_equal(np.concatenate([p[0][i] for p in parts]), whole[0][i])
-        assert np.array_equal(np.concatenate([p[1][i] for p in parts]), whole[1][i])
+    vectors[4990:] = vectors[0]  # a crowd of copies: rows the graph search checks exactly
+    ids = [f"p{i:05d}" for i in range(len(vectors))]
+    whole = aggregate.nearest(ids, vectors, 5, 0.8, method)
+    seen = []
+
+    def fan(ranges, matrix, graph):  # each range from the files, as a worker reads them
+        seen.append((ranges, graph is not None))
+        return [aggregate.search_rows(r, matrix, graph, 5, 0.8) for r in ranges]
+
+    pieces = aggregate.nearest_in_pieces(ids, vectors, 5, 0.8, method, 20_000, tmp_path, fan, 2)
+    assert seen == [([(0, 4096), (4096, 5000)], method == "hnsw")]
+    assert pieces[0].equals(whole[0]) and pieces[1].equals(whole[1])
+    copies = pieces[1].filter((pl.col("paper_id") == "p00000") & (pl.col("score") > 0.9999))
+    assert copies.height == 10  # its 10 copies, all found
+    assert list(tmp_path.iterdir()) == []  # the matrix and graph files are gone
 
 
 def test_a_worker_computes_with_its_share_of_the_cores(dask_cluster):
@@ -117,3 +127,16 @@ def test_a_worker_computes_with_its_share_of_the_cores(dask_cluster):
         threads = client.submit(embed.compute_threads, pure=False).result()
     # 2 workers of one task slot each on this host.
     assert threads == max(1, (os.cpu_count() or 1) // 2)
+
+
+def test_a_cluster_on_another_host_gets_an_api_it_can_reach():
+    from flows.prefect_server import api_address
+
+    loopback = ("127.0.0.1", "127.0.0.1")
+    assert api_address(None) == loopback
+    assert api_address("local:2") == loopback
+    assert api_address("tcp://127.0.0.1:8786") == loopback
+    assert api_address("tcp://localhost:8786") == loopback
+    bind, advertise = api_address("tcp://192.0.2.1:8786")  # TEST-NET-1: another host
+    assert bind == "0.0.0.0"
+    assert not ipaddress.ip_address(advertise).is_loopback
