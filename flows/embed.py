@@ -282,8 +282,10 @@ def pending_texts(
         if cache
         else pl.DataFrame(schema={"text_sha256": pl.String, "embedding": pl.List(pl.Float32)})
     )
-    todo = keyed.join(cached, on="text_sha256", how="anti").unique("text_sha256", keep="first")
-    return keyed, cached, todo.select("text_sha256", "text")
+    todo = keyed.join(cached, on="text_sha256", how="anti").unique("text_sha256")
+    # In hash order: `encode` batches longest first, and texts of equal length then meet
+    # the same batch companions in every run that encodes the same set of texts.
+    return keyed, cached, todo.select("text_sha256", "text").sort("text_sha256")
 
 
 SHARD_TEXTS = 8192  # most texts a shard encodes: a cache part each, progress as they end
