@@ -7,21 +7,34 @@ import importlib
 import logging
 import os
 import re
+import socket
 import time
+import zlib
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import TYPE_CHECKING
+from urllib.parse import urlsplit, urlunsplit
 
 import duckdb
 
 from flows.settings import SQL_DIR, Settings
+
+if TYPE_CHECKING:
+    import psycopg
 
 EXTENSIONS = ("ducklake", "vss", "fts")
 LAKE = "lake"
 
 
 ATTACH_WAIT_SECONDS = 60
+# DuckLake retries a commit that lost a race for the next snapshot id. With retries off, 21
+# of 82 concurrent appends to a PostgreSQL catalog failed; with 10 (DuckLake's default, set
+# here so that it never silently changes) all succeeded.
+COMMIT_RETRIES = 10
+# How often a run waiting for the warehouse lock, and so for a stop signal, looks again.
+LOCK_POLL_SECONDS = 0.5
 
 
 class WarehouseError(RuntimeError):
@@ -30,6 +43,10 @@ class WarehouseError(RuntimeError):
 
 class WarehouseBusy(WarehouseError):
     """Another run holds the warehouse."""
+
+
+class CatalogUnreachable(WarehouseError):
+    """The PostgreSQL catalog cannot be opened: no server, no database, login refused."""
 
 
 def extension_file(name: str) -> Path:
@@ -44,6 +61,15 @@ def extension_file(name: str) -> Path:
     return path
 
 
+def load_extension(con: duckdb.DuckDBPyConnection, name: str) -> None:
+    """LOAD `name`, installing it from its package's file the first time."""
+    try:
+        con.execute(f"LOAD {name}")
+    except duckdb.Error:
+        con.execute(f"INSTALL '{extension_file(name)}'")
+        con.execute(f"LOAD {name}")
+
+
 def connect(database: str = ":memory:") -> duckdb.DuckDBPyConnection:
     """A DuckDB connection with ducklake, vss and fts loaded from installed packages.
 
@@ -54,12 +80,136 @@ def connect(database: str = ":memory:") -> duckdb.DuckDBPyConnection:
     con = duckdb.connect(database)
     con.execute("set enable_progress_bar = false")
     for name in EXTENSIONS:
-        try:
-            con.execute(f"LOAD {name}")
-        except duckdb.Error:
-            con.execute(f"INSTALL '{extension_file(name)}'")
-            con.execute(f"LOAD {name}")
+        load_extension(con, name)
     return con
+
+
+def postgres_conninfo(settings: Settings) -> str | None:
+    """The libpq connection string of a PostgreSQL catalog; None for the DuckDB file.
+
+    Raises:
+        WarehouseError: the catalog is neither a postgresql:// URL nor postgres:<conninfo>.
+    """
+    catalog = settings.catalog
+    if not catalog:
+        return None
+    if catalog.startswith(("postgresql://", "postgres://")):
+        return catalog
+    if catalog.startswith("postgres:"):
+        return catalog.removeprefix("postgres:").strip()
+    raise WarehouseError(
+        f"catalog {catalog!r} is not supported: give postgresql://USER@HOST:PORT/DB or "
+        "postgres:dbname=DB host=HOST (or leave it out for WAREHOUSE/catalog.ducklake)"
+    )
+
+
+def without_password(conninfo: str) -> str:
+    """`conninfo` as messages show it: the same spelling with any password left out."""
+    if "://" in conninfo:
+        parts = urlsplit(conninfo)
+        netloc = parts.netloc
+        if parts.password is not None:
+            host = netloc.rsplit("@", 1)[1]
+            netloc = f"{parts.username}@{host}" if parts.username else host
+        query = "&".join(q for q in parts.query.split("&") if not q.startswith("password="))
+        return urlunsplit(parts._replace(netloc=netloc, query=query))
+    from psycopg.conninfo import conninfo_to_dict, make_conninfo
+
+    params = conninfo_to_dict(conninfo)
+    params.pop("password", None)
+    return make_conninfo(**params)
+
+
+def catalog_name(settings: Settings) -> str:
+    """The catalog as messages name it: its file, or its PostgreSQL URL without password."""
+    conninfo = postgres_conninfo(settings)
+    return without_password(conninfo) if conninfo else str(settings.catalog_path)
+
+
+def is_url(location: str) -> bool:
+    """True for a data path on object storage (s3://...), which is used as given."""
+    return "://" in location
+
+
+def postgres(settings: Settings) -> psycopg.Connection:
+    """An autocommit connection to the catalog's PostgreSQL database.
+
+    Raises:
+        CatalogUnreachable: in one line, naming the catalog without its password.
+    """
+    import psycopg
+
+    conninfo = postgres_conninfo(settings)
+    try:
+        return psycopg.connect(
+            conninfo, autocommit=True, connect_timeout=10, application_name=holder_description()
+        )
+    except psycopg.Error as exc:
+        reason = " ".join(str(exc).splitlines()[0].removeprefix("connection failed: ").split())
+        raise CatalogUnreachable(
+            f"cannot open the catalog {catalog_name(settings)}: {reason}"
+        ) from None
+
+
+def catalog_exists(settings: Settings) -> bool:
+    """True once the warehouse has a catalog: its file, or DuckLake's tables in PostgreSQL.
+
+    A PostgreSQL database that holds no DuckLake tables yet is no warehouse yet.
+    """
+    if postgres_conninfo(settings) is None:
+        return settings.catalog_path.exists()
+    with postgres(settings) as pg:
+        return pg.execute("select to_regclass('ducklake_snapshot') is not null").fetchone()[0]
+
+
+def attach_statement(
+    target: str,
+    data_path: str | None,
+    version: int | None = None,
+    read_only: bool = False,
+) -> str:
+    """The ATTACH of DuckLake catalog `target` as `lake` (pure, so that tests read it).
+
+    Args:
+        target: the catalog after `ducklake:`, a file or postgres:<conninfo>.
+        data_path: the data files' folder or URL, given as an override; None: the one the
+            catalog recorded when it was made.
+    """
+    options = []
+    if data_path is not None:
+        options += [f"DATA_PATH '{data_path.rstrip('/')}/'", "OVERRIDE_DATA_PATH true"]
+    options.append("DATA_INLINING_ROW_LIMIT 0")
+    if version is not None:
+        options.append(f"SNAPSHOT_VERSION {int(version)}")
+    if read_only:
+        options.append("READ_ONLY")
+    return f"ATTACH 'ducklake:{target}' AS {LAKE} ({', '.join(options)})"
+
+
+def data_path_option(settings: Settings, exists: bool) -> str | None:
+    """The DATA_PATH an attach gives, or None to use the one the catalog recorded.
+
+    Data files are recorded relative to the data path, and a local data path is given
+    resolved and as an override: a warehouse opens the same under any spelling of its path,
+    from any working directory, and after it is copied or moved. A shared PostgreSQL
+    catalog keeps the data path it was made with unless one is given, so other machines
+    need only the catalog's URL. A URL (s3://...) is given as it is.
+    """
+    shared = postgres_conninfo(settings) is not None
+    if shared and exists and not settings.data_path:
+        return None
+    location = settings.data_location
+    if is_url(location):
+        return location
+    path = Path(location)
+    path.mkdir(parents=True, exist_ok=True)
+    return str(path.resolve())
+
+
+def needed_extensions(settings: Settings) -> tuple[str, ...]:
+    """Extensions an attach needs beyond connect()'s: postgres, httpfs for s3:// data."""
+    needed = ("postgres",) if postgres_conninfo(settings) else ()
+    return needed + (("httpfs",) if is_url(settings.data_location) else ())
 
 
 def attach(
@@ -71,39 +221,51 @@ def attach(
 ) -> None:
     """Attach the warehouse's DuckLake catalog as `lake` and make it the default schema.
 
-    The catalog is a DuckDB file that one process at a time may hold for writing, so a
-    busy catalog is retried for up to ATTACH_WAIT_SECONDS.
+    A DuckDB-file catalog may be held for writing by one process at a time, so a busy one
+    is retried for up to ATTACH_WAIT_SECONDS. A PostgreSQL catalog never makes anyone wait:
+    readers read a snapshot while a run commits.
 
     Args:
         version: attach at this snapshot (time travel); None for the latest.
         create: create the catalog when it does not exist yet.
         read_only: attach for reading only, as queries do.
     """
-    catalog = settings.catalog_path
-    if not catalog.exists() and not create:
-        raise WarehouseError(f"no warehouse at {settings.warehouse}: run `paperlake run` first")
-    data_path = Path(settings.data_location)
-    data_path.mkdir(parents=True, exist_ok=True)
-    # Data files are recorded relative to the data path, and the data path is always given
-    # resolved and as an override: a warehouse opens the same under any spelling of its
-    # path, from any working directory, and after it is copied or moved.
-    options = [
-        f"DATA_PATH '{data_path.resolve()}/'",
-        "OVERRIDE_DATA_PATH true",
-        "DATA_INLINING_ROW_LIMIT 0",
-    ]
-    if version is not None:
-        options.append(f"SNAPSHOT_VERSION {int(version)}")
-    if read_only:
-        options.append("READ_ONLY")
+    exists = catalog_exists(settings)
+    if not exists and not create:
+        where = catalog_name(settings) if settings.catalog else settings.warehouse
+        raise WarehouseError(f"no warehouse at {where}: run `paperlake run` first")
+    for name in needed_extensions(settings):
+        load_extension(con, name)
+    con.execute(f"set ducklake_max_retry_count = {COMMIT_RETRIES}")
+    conninfo = postgres_conninfo(settings)
+    target = f"postgres:{conninfo}" if conninfo else str(settings.catalog_path)
+    statement = attach_statement(target, data_path_option(settings, exists), version, read_only)
+    if conninfo:
+        try:
+            con.execute(statement)
+        except duckdb.Error as exc:
+            reason = str(exc).replace(conninfo, catalog_name(settings))
+            raise CatalogUnreachable(
+                f"cannot attach the catalog {catalog_name(settings)}: {reason}"
+            ) from None
+    else:
+        settings.warehouse.mkdir(parents=True, exist_ok=True)
+        attach_file(con, statement, settings.catalog_path)
+    con.execute(f"USE {LAKE}")
+
+
+def attach_file(con: duckdb.DuckDBPyConnection, statement: str, catalog: Path) -> None:
+    """Run `statement` on a DuckDB-file catalog, retrying while another process holds it."""
     deadline = time.monotonic() + ATTACH_WAIT_SECONDS
     waiting = False
     while True:
         try:
-            con.execute(f"ATTACH 'ducklake:{catalog}' AS {LAKE} ({', '.join(options)})")
-            break
+            con.execute(statement)
+            return
         except duckdb.IOException as exc:
-            if "lock" not in str(exc).lower() or time.monotonic() > deadline:
+            if "lock" not in str(exc).lower():
+                raise WarehouseError(f"cannot open catalog {catalog}: {exc}") from None
+            if time.monotonic() > deadline:
                 raise WarehouseBusy(
                     f"catalog {catalog} is still in use after {ATTACH_WAIT_SECONDS} s "
                     f"(close the other process, e.g. an open Python session): {exc}"
@@ -114,7 +276,6 @@ def attach(
                 )
                 waiting = True
             time.sleep(0.5)
-    con.execute(f"USE {LAKE}")
 
 
 def open_lake(settings: Settings, version: int | None = None) -> duckdb.DuckDBPyConnection:
@@ -193,34 +354,92 @@ def published_versions(con: duckdb.DuckDBPyConnection) -> list[int]:
     return [r[0] for r in rows]
 
 
+def holder_description() -> str:
+    """Who this process is, as a waiting run names the holder: pid, host."""
+    return f"pid {os.getpid()} on host {socket.gethostname()}"
+
+
+def utc_text(moment: datetime) -> str:
+    return f"{moment.astimezone(UTC):%Y-%m-%d %H:%M:%S} UTC"
+
+
 @contextmanager
 def run_lock(settings: Settings) -> Iterator[None]:
-    """Hold the warehouse for one run; a second run at once exits with a clear message.
+    """Hold the warehouse for one run; a run started meanwhile waits, saying once for whom.
 
-    The lock is an flock on warehouse/.lock, released by the kernel however the holder ends
-    (SIGKILL included), so a crashed run never leaves the warehouse locked.
+    The waiting run then finds the version the holder published, and so is up to date. The
+    lock is released however the holder ends (SIGKILL included): an flock on
+    warehouse/.lock, or with a PostgreSQL catalog an advisory lock of the catalog's database,
+    so that runs from different hosts exclude each other. Every deleting or merging
+    transaction runs under it: concurrent DuckLake deletes in one data file can both commit.
     """
-    settings.warehouse.mkdir(parents=True, exist_ok=True)
-    path = settings.warehouse / ".lock"
-    handle = path.open("a+")
-    try:
-        fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        handle.seek(0)
-        holder = handle.read().strip() or "another process"
-        handle.close()
-        raise WarehouseBusy(
-            f"warehouse {settings.warehouse} is busy: a run is in progress ({holder}); "
-            "try again when it ends"
-        ) from None
-    handle.seek(0)
-    handle.truncate()
-    handle.write(f"pid {os.getpid()} since {datetime.now(UTC):%Y-%m-%d %H:%M:%S} UTC")
-    handle.flush()
-    try:
+    lock = postgres_lock if postgres_conninfo(settings) else file_lock
+    with lock(settings):
         yield
-    finally:
+
+
+def say_waiting(settings: Settings, holder: str) -> None:
+    """Log once that this run waits, and for whom."""
+    from flows.run_record import run_logger  # the flow run's log when inside one
+
+    run_logger().warning("waiting for the run holding %s: %s", catalog_name(settings), holder)
+
+
+@contextmanager
+def file_lock(settings: Settings) -> Iterator[None]:
+    """The flock on warehouse/.lock, which holds a line naming its holder."""
+    settings.warehouse.mkdir(parents=True, exist_ok=True)
+    with (settings.warehouse / ".lock").open("a+") as handle:
+        waiting = False
+        while True:
+            try:
+                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if not waiting:
+                    handle.seek(0)
+                    say_waiting(settings, handle.read().strip() or "another process")
+                    waiting = True
+                time.sleep(LOCK_POLL_SECONDS)  # polled: a stop signal ends the wait at once
         handle.seek(0)
         handle.truncate()
-        fcntl.flock(handle, fcntl.LOCK_UN)
-        handle.close()
+        handle.write(f"{holder_description()} since {utc_text(datetime.now(UTC))}")
+        handle.flush()
+        try:
+            yield
+        finally:
+            handle.seek(0)
+            handle.truncate()
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def lock_key(database: str) -> tuple[int, int]:
+    """The advisory lock of the catalog in `database`: paperlake's class, the database's id."""
+    return zlib.crc32(b"paperlake run lock") >> 1, zlib.crc32(database.encode()) >> 1
+
+
+@contextmanager
+def postgres_lock(settings: Settings) -> Iterator[None]:
+    """A session advisory lock on a connection held for the whole run.
+
+    The server releases it when the connection ends, however the process ends. The
+    connection's application_name names the holder, which a waiting run reads back.
+    """
+    import psycopg
+
+    with postgres(settings) as pg:
+        key = lock_key(pg.execute("select current_database()").fetchone()[0])
+        waiting = False
+        while not pg.execute("select pg_try_advisory_lock(%s, %s)", key).fetchone()[0]:
+            if not waiting:
+                holder = pg.execute(read_sql("postgres/run_lock_holder"), key).fetchone()
+                name, since = holder if holder else (None, None)
+                since_text = f" since {utc_text(since)}" if since else ""
+                say_waiting(settings, (name or "another process") + since_text)
+                waiting = True
+            time.sleep(LOCK_POLL_SECONDS)  # polled: a stop signal ends the wait at once
+        try:
+            yield
+        finally:
+            with suppress(psycopg.Error):  # a lost session has released the lock already
+                pg.execute("select pg_advisory_unlock(%s, %s)", key)

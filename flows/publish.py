@@ -16,7 +16,7 @@ from importlib.metadata import version as package_version
 
 import duckdb
 
-from flows.lake import LAKE, attach, connect
+from flows.lake import LAKE, attach, catalog_exists, connect
 from flows.settings import Settings
 from flows.tables import history_tables, keyed_tables
 
@@ -67,7 +67,7 @@ def current_fingerprint(settings: Settings) -> str:
 
 def latest_published(settings: Settings) -> tuple[int, str] | None:
     """The latest version and the fingerprint of the run that published it, if any."""
-    if not settings.catalog_path.exists():
+    if not catalog_exists(settings):
         return None
     con = connect()
     try:
@@ -83,7 +83,7 @@ def latest_published(settings: Settings) -> tuple[int, str] | None:
 
 def previous_topics(settings: Settings) -> dict[int, list[float]]:
     """Topic id -> centroid in the latest version, so that the next one keeps the ids."""
-    if not settings.catalog_path.exists():
+    if not catalog_exists(settings):
         return {}
     con = connect()
     try:
@@ -192,6 +192,9 @@ def publish(
     embedding_dim: int,
 ) -> tuple[int, dict[str, tuple[int, int]]]:
     """Commit the staged tables to the catalog as one snapshot.
+
+    Call it under lake.run_lock: DuckLake's deletes from one data file by two concurrent
+    transactions can both commit and corrupt a table, so merges must never overlap.
 
     Args:
         con: the run's staging connection (tables in memory.main).

@@ -3,15 +3,17 @@
 from __future__ import annotations
 
 import os
+import socket
 import subprocess
 import sys
+import time
 
 import pytest
 from typer.testing import CliRunner
 
 from flows import history, publish
 from flows.cli import app
-from flows.lake import WarehouseBusy, open_lake, published_versions, run_lock
+from flows.lake import open_lake, published_versions, run_lock
 from flows.pipeline import paperlake
 from flows.search import dense_search
 from flows.settings import Settings
@@ -161,19 +163,27 @@ def test_run_killed_during_publish_leaves_previous_version(
         assert crashed_tables[table] == clean_tables[table], table
 
 
-def test_second_run_at_once_is_refused(tmp_path):
+def test_second_run_at_once_waits_for_the_first(tmp_path):
     settings = Settings(warehouse=tmp_path / "warehouse")
+    code = (
+        "import time; from flows.lake import run_lock; from flows.settings import Settings\n"
+        f"with run_lock(Settings(warehouse={str(settings.warehouse)!r})):\n"
+        "    print('got it', time.time(), flush=True)"
+    )
     with run_lock(settings):
-        busy = pytest.raises(WarehouseBusy, match=r"is busy: a run is in progress \(pid \d+")
-        with busy, run_lock(settings):
-            pass
-        # Another process is refused too, with the same message.
-        code = (
-            "from flows.lake import run_lock; from flows.settings import Settings\n"
-            f"with run_lock(Settings(warehouse={str(settings.warehouse)!r})): pass"
+        other = subprocess.Popen(
+            [sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
         )
-        other = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
-        assert other.returncode == 1 and "is busy: a run is in progress" in other.stderr
+        time.sleep(2)  # the other run is waiting, not refused
+        assert other.poll() is None
+        released = time.time()
+    out, err = other.communicate(timeout=30)
+    assert other.returncode == 0, err
+    # It said once for whom it waited, then took the lock once the holder let go.
+    assert err.count("waiting for the run holding") == 1
+    assert f"pid {os.getpid()} on host {socket.gethostname()} since " in err
+    got = float(out.split()[-1])
+    assert released <= got < released + 2
     with run_lock(settings):
         pass  # free again once the holder is done
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 import shutil
+from pathlib import Path
 
 import pytest
 
@@ -129,3 +130,116 @@ def test_the_readme_duckdb_recipe_opens_the_warehouse(sample_run, monkeypatch):
     con.execute(recipe)
     assert con.execute("select count(*) from lake.papers").fetchone() == (38,)
     con.close()
+
+
+def test_attach_statement_gives_the_data_path_and_options():
+    from flows.lake import attach_statement
+
+    assert attach_statement("w/catalog.ducklake", "/abs/w/data") == (
+        "ATTACH 'ducklake:w/catalog.ducklake' AS lake (DATA_PATH '/abs/w/data/', "
+        "OVERRIDE_DATA_PATH true, DATA_INLINING_ROW_LIMIT 0)"
+    )
+    # A shared catalog read with the data path it recorded, at a version, read only.
+    assert attach_statement("postgres:dbname=lake host=db", None, version=3, read_only=True) == (
+        "ATTACH 'ducklake:postgres:dbname=lake host=db' AS lake "
+        "(DATA_INLINING_ROW_LIMIT 0, SNAPSHOT_VERSION 3, READ_ONLY)"
+    )
+
+
+@pytest.mark.parametrize(
+    ("catalog", "conninfo", "shown"),
+    [
+        (None, None, None),
+        ("postgresql://ana:s3cret@db:5433/lake", "postgresql://ana:s3cret@db:5433/lake",
+         "postgresql://ana@db:5433/lake"),
+        ("postgres://ana@db/lake?password=s3cret&sslmode=require", None,
+         "postgres://ana@db/lake?sslmode=require"),
+        ("postgres:dbname=lake host=db port=5433 password=s3cret", None,
+         "dbname=lake host=db port=5433"),
+    ],
+)  # fmt: skip
+def test_a_postgres_catalog_is_named_without_its_password(tmp_path, catalog, conninfo, shown):
+    from flows.lake import catalog_name, postgres_conninfo
+
+    settings = Settings(warehouse=tmp_path, catalog=catalog)
+    if conninfo:
+        assert postgres_conninfo(settings) == conninfo
+    assert catalog_name(settings) == (shown or str(tmp_path / "catalog.ducklake"))
+    assert "s3cret" not in catalog_name(settings)
+
+
+def test_an_unknown_catalog_is_a_clear_error(tmp_path):
+    from flows.lake import WarehouseError, catalog_exists
+
+    with pytest.raises(WarehouseError, match=r"catalog 'mysql://db/lake' is not supported"):
+        catalog_exists(Settings(warehouse=tmp_path, catalog="mysql://db/lake"))
+
+
+def test_an_s3_data_path_is_given_as_is_and_loads_httpfs(tmp_path):
+    from flows.lake import attach, connect, data_path_option, needed_extensions
+
+    settings = Settings(warehouse=tmp_path / "w", data_path="s3://paperlake-test/lake")
+    assert needed_extensions(settings) == ("httpfs",)
+    assert needed_extensions(Settings(warehouse=tmp_path)) == ()
+    assert data_path_option(settings, exists=False) == "s3://paperlake-test/lake"
+    assert not (tmp_path / "w" / "data").exists() and not Path("s3:").exists()
+    # Attaching reaches no bucket: the catalog is made and records the s3 data path.
+    con = connect()
+    attach(con, settings, create=True)
+    loaded = "select loaded from duckdb_extensions() where extension_name = 'httpfs'"
+    assert con.execute(loaded).fetchone() == (True,)
+    recorded = "select value from lake.options() where option_name = 'data_path'"
+    assert con.execute(recorded).fetchone() == ("s3://paperlake-test/lake/",)
+    con.close()
+
+
+def test_a_persistent_s3_secret_reaches_every_paperlake_connection(tmp_path):
+    """The README's recipe: one CREATE PERSISTENT SECRET per machine, then runs use it."""
+    import os
+    import subprocess
+    import sys
+
+    code = (
+        "import sys; from flows.lake import attach, connect, load_extension\n"
+        "from flows.settings import Settings\n"
+        "con = connect(); load_extension(con, 'httpfs')\n"
+        'con.execute("CREATE PERSISTENT SECRET lake_s3 (TYPE s3, PROVIDER config, '
+        "KEY_ID 'AKIAEXAMPLE', SECRET 'example', REGION 'eu-west-1', "
+        "SCOPE 's3://paperlake-test')\"); con.close()\n"
+        "con = connect()\n"
+        "attach(con, Settings(warehouse=sys.argv[1], data_path='s3://paperlake-test/lake'), "
+        "create=True)\n"
+        'print(con.execute("select name from which_secret('
+        "'s3://paperlake-test/lake/main/papers/f.parquet', 's3')\").fetchone()[0])\n"
+    )
+    env = {**os.environ, "HOME": str(tmp_path)}  # the secret lands in HOME/.duckdb/
+    found = subprocess.run(
+        [sys.executable, "-c", code, str(tmp_path / "w")], env=env, capture_output=True,
+        text=True, timeout=120,
+    )  # fmt: skip
+    assert found.returncode == 0, found.stderr
+    assert found.stdout.strip() == "lake_s3"
+    assert (tmp_path / ".duckdb" / "stored_secrets" / "lake_s3.duckdb_secret").exists()
+
+
+def test_s3_credentials_from_the_environment_reach_the_connection(tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    code = (
+        "import sys; from flows.lake import attach, connect; from flows.settings import Settings\n"
+        "con = connect()\n"
+        "attach(con, Settings(warehouse=sys.argv[1], data_path='s3://paperlake-test/lake'), "
+        "create=True)\n"
+        "print(*con.execute(\"select current_setting('s3_access_key_id'), "
+        "current_setting('s3_region')\").fetchone())\n"
+    )
+    env = {**os.environ, "AWS_ACCESS_KEY_ID": "AKIAFROMENV", "AWS_SECRET_ACCESS_KEY": "x",
+           "AWS_REGION": "eu-west-1"}  # fmt: skip
+    found = subprocess.run(
+        [sys.executable, "-c", code, str(tmp_path / "w")], env=env, capture_output=True,
+        text=True, timeout=120,
+    )  # fmt: skip
+    assert found.returncode == 0, found.stderr
+    assert found.stdout.split() == ["AKIAFROMENV", "eu-west-1"]

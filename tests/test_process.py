@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from flows.lake import attach, connect, published_versions
+from flows.lake import attach, catalog_exists, connect, published_versions
 from flows.settings import PROJECT_ROOT, Settings
 from tests.conftest import SAMPLE_RAW
 
@@ -88,7 +88,7 @@ def start_run(warehouse: Path, log: Path) -> subprocess.Popen:
 
 def published(warehouse: Path) -> list[int]:
     settings = Settings(warehouse=warehouse)
-    if not settings.catalog_path.exists():
+    if not catalog_exists(settings):
         return []
     con = connect()
     try:

@@ -25,7 +25,7 @@ from flows.dq.page import (
     status_of,
     threshold,
 )
-from flows.lake import WarehouseError, open_lake, published_versions, read_sql
+from flows.lake import WarehouseError, catalog_exists, open_lake, published_versions, read_sql
 from flows.settings import Settings
 
 TREND_VERSIONS = 8  # versions the trend shows, the page's own last
@@ -386,12 +386,12 @@ def build_for_run(
     trend is the latest published versions and this run."""
     current = results.select(pl.lit(None, dtype=pl.Int64).alias("version"), pl.all())
     history = pl.DataFrame()
-    if settings.catalog_path.exists():
-        try:
+    try:
+        if catalog_exists(settings):
             with open_lake(settings) as lake:
                 history = history_rows(lake, published_versions(lake)[-1])
-        except WarehouseError:
-            pass  # nothing published yet: the trend is this run alone
+    except WarehouseError:
+        pass  # nothing published yet (or no catalog to reach): the trend is this run alone
     if history.height:
         kept = sorted(set(history["version"].to_list()))[-(TREND_VERSIONS - 1) :]
         earlier = history.filter(pl.col("version").is_in(kept))
