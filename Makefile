@@ -5,7 +5,7 @@ STAMP := $(VENV)/.installed
 BENCH_N ?= 1000
 BENCH_PAIRS ?= 3
 
-.PHONY: run test lint format bench bench-scaling bench-search bench-memory clean
+.PHONY: run test lint format bench bench-scaling bench-search bench-memory bench-cluster bench-duplicates clean
 
 $(STAMP): pyproject.toml
 	python3 -m venv $(VENV)
@@ -45,6 +45,14 @@ bench-search: $(STAMP)
 # Peak memory while ingesting a generated 500 MB JSON Lines file.
 bench-memory: $(STAMP)
 	$(PY) bench/ingest_memory.py
+
+# One corpus in one process and on Dask LocalClusters of 1 and 2 workers, side by side.
+bench-cluster: $(STAMP)
+	$(PY) bench/cluster.py --n $(BENCH_N)
+
+# Peak memory of the aggregate stage on 5,000 papers that are all copies of one another.
+bench-duplicates: $(STAMP)
+	$(PY) bench/duplicates.py --papers 5000
 
 clean:
 	rm -rf warehouse/catalog.ducklake* warehouse/data warehouse/dq warehouse/gx warehouse/cache

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import math
 import os
 from collections.abc import Callable
@@ -40,7 +41,9 @@ def vectors_of(embeddings: pl.DataFrame, ids: pl.Series) -> np.ndarray:
 HNSW_LINKS = 32  # graph degree: recall 0.998 at 10,000 bench abstracts (make bench-scaling)
 HNSW_BUILD_BREADTH = 40
 HNSW_SEARCH_BREADTH = 64
-PAIR_CANDIDATES = 32  # neighbours fetched per paper when pairs come from the graph
+# Most near-duplicate pairs kept per paper (its closest): a corpus of many copies then
+# costs memory linear in its size; duplicate_groups still holds every copy.
+PAIR_CAP = 32
 
 
 def neighbor_method(method: str, n: int, exact_max: int) -> str:
@@ -60,68 +63,192 @@ def nearest(
     method: str = "auto",
     exact_max: int = 20_000,
 ) -> tuple[pl.DataFrame, pl.DataFrame]:
-    """Top-k neighbours of every paper and every pair at cosine >= `threshold`.
+    """Top-k neighbours of every paper, and its pairs at cosine >= `threshold` (at most
+    PAIR_CAP a paper: its closest).
 
     Exact (blockwise matrix products) up to `exact_max` papers, an HNSW graph above it:
     exact work grows with n^2 and the graph's with about n log n.
 
     Returns:
-        neighbor_candidates (paper_id, neighbor_id, score) and similar_pairs (same columns).
+        top-k (paper_id, neighbor_id, score) and pairs (same columns).
     """
-    chosen = neighbor_method(method, len(ids), exact_max)
-    search = exact_nearest if chosen == "exact" else graph_nearest
-    top, pairs = search(vectors, k, threshold)
-    return id_frame(ids, *top), id_frame(ids, *pairs)
+    found = candidates(ids, vectors, max(k, PAIR_CAP), threshold, method, exact_max)
+    return split_candidates(found, k, threshold)
 
 
 Triples = tuple[np.ndarray, np.ndarray, np.ndarray]  # row, column, score
+CANDIDATE_SCHEMA = {"paper_id": pl.String, "neighbor_id": pl.String, "score": pl.Float64}
 
 
-def exact_nearest(vectors: np.ndarray, k: int, threshold: float) -> tuple[Triples, Triples]:
-    """Exact top-k and pairs above `threshold`, by blockwise matrix products.
+def candidates(
+    ids: list[str],
+    vectors: np.ndarray,
+    width: int,
+    threshold: float,
+    method: str = "auto",
+    exact_max: int = 20_000,
+) -> pl.DataFrame:
+    """Each paper's `width` nearest other papers: paper_id, neighbor_id, score.
 
-    Each block of rows is multiplied with the whole matrix and reduced with top-k at once,
-    so memory stays at BLOCK_ROWS x n and no n^2 table is ever built; at 10,000 papers this
-    takes about a second where an all-pairs SQL self-join takes minutes.
+    Top-k neighbours and near-duplicate pairs are both read off these lists, and the next
+    version updates them instead of searching again (`update_candidates`).
     """
-    return exact_rows(vectors, 0, len(vectors), k, threshold)
+    n = len(ids)
+    if n == 0:
+        return pl.DataFrame(schema=CANDIDATE_SCHEMA)
+    if neighbor_method(method, n, exact_max) == "exact":
+        found = exact_rows(vectors, np.arange(n), width)
+    else:
+        found = graph_rows(build_graph(vectors), vectors, 0, n, width, threshold)
+    return id_frame(ids, *found)
 
 
-def exact_rows(
-    vectors: np.ndarray, first: int, stop: int, k: int, threshold: float
-) -> tuple[Triples, Triples]:
-    """`exact_nearest` for the papers in rows [first, stop) only, against every paper.
+def split_candidates(
+    found: pl.DataFrame, k: int, threshold: float
+) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """The top-k of each paper's candidates (ties by neighbour id) and those >= threshold."""
+    ranked = found.sort(["paper_id", "score", "neighbor_id"], descending=[False, True, False])
+    top = ranked.filter(pl.int_range(pl.len()).over("paper_id") < k)
+    return top, ranked.filter(pl.col("score") >= threshold)
 
-    Blocks start at multiples of BLOCK_ROWS, so rows split across workers on block
-    boundaries give the same scores, bit for bit, as one process.
+
+def exact_rows(vectors: np.ndarray, rows: np.ndarray, width: int) -> Triples:
+    """The `width` nearest other papers of the papers at `rows`, against every paper.
+
+    Rows go in blocks of BLOCK_ROWS; ranges split across workers on block boundaries get
+    the same blocks, and so the same scores bit for bit, as one process.
     """
     import torch
 
     torch.set_num_threads(compute_threads())
     n = len(vectors)
-    take = min(k, n - 1)  # self is excluded, so at most n - 1 neighbours
+    take = min(width, n - 1)  # self is excluded: at most n - 1 neighbours
+    if take <= 0 or not len(rows):
+        return concat_triples([])
     matrix = torch.from_numpy(np.ascontiguousarray(vectors, dtype=np.float32))
-    top_parts, pair_parts = [], []
+    parts = []
     with torch.inference_mode():
-        for start in range(first, stop, BLOCK_ROWS):
-            block = matrix[start : min(start + BLOCK_ROWS, stop)] @ matrix.T
-            rows = torch.arange(block.shape[0])
-            block[rows, start + rows] = -torch.inf  # a paper is not its own neighbour
-            if take > 0:
-                scores, cols = torch.topk(block, take, dim=1)
-                src = (start + rows).repeat_interleave(take)
-                top_parts.append(
-                    (src.numpy(), cols.reshape(-1).numpy(), scores.reshape(-1).numpy())
-                )
-            hits = torch.nonzero(block >= threshold)
-            pair_parts.append(
-                (
-                    (start + hits[:, 0]).numpy(),
-                    hits[:, 1].numpy(),
-                    block[hits[:, 0], hits[:, 1]].numpy(),
-                )
-            )
-    return concat_triples(top_parts), concat_triples(pair_parts)
+        for start in range(0, len(rows), BLOCK_ROWS):
+            here = torch.from_numpy(np.asarray(rows[start : start + BLOCK_ROWS], dtype=np.int64))
+            block = matrix[here] @ matrix.T
+            block[torch.arange(len(here)), here] = -torch.inf  # not its own neighbour
+            # One top-k serves both the k nearest and at most PAIR_CAP pairs per paper, so
+            # memory stays linear in n even when every paper is a copy of every other.
+            scores, cols = torch.topk(block, take, dim=1)
+            parts.append(
+                (here.repeat_interleave(take).numpy(), cols.reshape(-1).numpy(),
+                 scores.reshape(-1).numpy())
+            )  # fmt: skip
+    return concat_triples(parts)
+
+
+def update_candidates(
+    ids: list[str],
+    vectors: np.ndarray,
+    width: int,
+    previous: pl.DataFrame,
+    previous_ids: list[str],
+) -> pl.DataFrame:
+    """`candidates` (exact), from the lists of a previous set of papers: work grows with
+    the papers added or removed times all papers, never with all papers squared.
+
+    New papers are searched against all; an old paper's list gains the new papers that
+    enter it; an old paper that lost a listed neighbour is searched again. Equal to
+    searching everything again, up to float rounding of the scores.
+
+    Args:
+        previous: the candidate lists of `previous_ids` (vectors unchanged since).
+    """
+    n = len(ids)
+    take = min(width, n - 1)
+    if n == 0 or take <= 0:
+        return pl.DataFrame(schema=CANDIDATE_SCHEMA)
+    position = pl.DataFrame({"id": ids, "row": np.arange(n, dtype=np.int64)})
+    old = set(previous_ids)
+    gone = old.difference(ids)
+    kept = previous.filter(pl.col("paper_id").is_in(ids))
+    broken = kept.filter(pl.col("neighbor_id").is_in(list(gone)))["paper_id"].unique()
+    intact = kept.filter(~pl.col("paper_id").is_in(broken))
+    # A list shorter than `take` (the set was smaller) could miss old papers: search again.
+    short = intact.group_by("paper_id").len().filter(pl.col("len") < take)["paper_id"]
+    intact = intact.filter(~pl.col("paper_id").is_in(short))
+    new_rows = np.array([i for i, p in enumerate(ids) if p not in old], dtype=np.int64)
+    again = pl.Series([p for p in ids if p in old], dtype=pl.String)
+    again = again.filter(~again.is_in(intact["paper_id"].unique()))
+    search = np.sort(np.concatenate([new_rows, rows_of(position, again)]))
+    parts = [exact_rows(vectors, search, width)]
+    old_rows = rows_of(position, intact["paper_id"].unique().sort())
+    if len(new_rows) and len(old_rows):
+        parts.append(entering(vectors, old_rows, new_rows, take))
+    listed = intact.join(position, left_on="paper_id", right_on="id").join(
+        position, left_on="neighbor_id", right_on="id", suffix="_n"
+    )
+    parts.append(
+        (listed["row"].to_numpy(), listed["row_n"].to_numpy(),
+         listed["score"].to_numpy().astype(np.float32))
+    )  # fmt: skip
+    rows, cols, scores = concat_triples(parts)
+    merged = pl.DataFrame({"row": rows, "col": cols, "score": scores}).sort(
+        ["row", "score", "col"], descending=[False, True, False]
+    )
+    merged = merged.filter(pl.int_range(pl.len()).over("row") < take)
+    return id_frame(ids, merged["row"].to_numpy(), merged["col"].to_numpy(),
+                    merged["score"].to_numpy())  # fmt: skip
+
+
+def rows_of(position: pl.DataFrame, papers: pl.Series) -> np.ndarray:
+    """Positions of `papers` in the current id order."""
+    found = pl.DataFrame({"id": papers}).join(position, on="id", maintain_order="left")
+    return found["row"].to_numpy().astype(np.int64)
+
+
+def entering(vectors: np.ndarray, old_rows: np.ndarray, new_rows: np.ndarray, take: int) -> Triples:
+    """For each old paper, its `take` nearest among the new papers (candidates to merge)."""
+    import torch
+
+    torch.set_num_threads(compute_threads())
+    matrix = torch.from_numpy(np.ascontiguousarray(vectors, dtype=np.float32))
+    fresh = matrix[torch.from_numpy(new_rows)]
+    width = min(take, len(new_rows))
+    parts = []
+    with torch.inference_mode():
+        for start in range(0, len(old_rows), BLOCK_ROWS):
+            here = torch.from_numpy(old_rows[start : start + BLOCK_ROWS])
+            scores, cols = torch.topk(matrix[here] @ fresh.T, width, dim=1)
+            parts.append(
+                (here.repeat_interleave(width).numpy(), new_rows[cols.reshape(-1).numpy()],
+                 scores.reshape(-1).numpy())
+            )  # fmt: skip
+    return concat_triples(parts)
+
+
+class NeighbourLists:
+    """Each paper's exact candidate lists from the last run, kept in the cache, so that
+    the next run updates them (`update_candidates`) instead of searching all papers again.
+
+    One Parquet file per model (id, weights, precision) and list width, replaced
+    atomically; a paper without any other paper to list has a row with no neighbour.
+    """
+
+    def __init__(self, folder: Path, model_key: str, width: int):
+        name = hashlib.sha256(f"{model_key}:{width}".encode()).hexdigest()[:16]
+        self.path = folder / f"lists-{name}.parquet"
+
+    def load(self) -> tuple[pl.DataFrame, list[str]] | None:
+        """The lists and the papers they were made for, if a run left them."""
+        if not self.path.exists():
+            return None
+        stored = pl.read_parquet(self.path)
+        return stored.drop_nulls("neighbor_id"), stored["paper_id"].unique().to_list()
+
+    def save(self, ids: list[str], found: pl.DataFrame) -> None:
+        papers = pl.DataFrame({"paper_id": ids}, schema={"paper_id": pl.String})
+        alone = papers.join(found, on="paper_id", how="anti")
+        rows = pl.concat([found, alone], how="diagonal_relaxed")
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = self.path.with_suffix(f".tmp-{os.getpid()}")
+        rows.write_parquet(tmp)
+        os.replace(tmp, self.path)
 
 
 def row_blocks(n: int, pieces: int) -> list[tuple[int, int]]:
@@ -134,22 +261,22 @@ def row_blocks(n: int, pieces: int) -> list[tuple[int, int]]:
 def nearest_in_pieces(
     ids: list[str],
     vectors: np.ndarray,
-    k: int,
+    width: int,
     threshold: float,
     method: str,
     exact_max: int,
     workdir: Path,
-    fan: Callable[[list[tuple[int, int]], Path, Path | None], list[tuple[Triples, Triples]]],
+    fan: Callable[[list[tuple[int, int]], Path, Path | None], list[Triples]],
     pieces: int,
-) -> tuple[pl.DataFrame, pl.DataFrame]:
-    """`nearest`, its search split into ranges of query rows that `fan` searches elsewhere.
+) -> pl.DataFrame:
+    """`candidates`, the search split into ranges of query rows that `fan` runs elsewhere.
 
     The matrix (and for hnsw the graph, built here) is written once to `workdir` for the
     workers to read; `fan` maps the row ranges, the matrix file and the graph file (None
     for exact search) to each range's triples, through `search_rows`.
     """
     if not len(ids):
-        return nearest(ids, vectors, k, threshold, method, exact_max)
+        return pl.DataFrame(schema=CANDIDATE_SCHEMA)
     workdir.mkdir(parents=True, exist_ok=True)
     matrix = workdir / f"vectors-{os.getpid()}.npy"
     graph = None
@@ -165,31 +292,19 @@ def nearest_in_pieces(
         matrix.unlink(missing_ok=True)
         if graph:
             graph.unlink(missing_ok=True)
-    top, pairs = concat_triples([p[0] for p in parts]), concat_triples([p[1] for p in parts])
-    return id_frame(ids, *top), id_frame(ids, *pairs)
+    return id_frame(ids, *concat_triples(parts))
 
 
 def search_rows(
-    rows: tuple[int, int], matrix: Path, graph: Path | None, k: int, threshold: float
-) -> tuple[Triples, Triples]:
+    rows: tuple[int, int], matrix: Path, graph: Path | None, width: int, threshold: float
+) -> Triples:
     """One range of query rows of `nearest_in_pieces`, from its files (on a worker)."""
     vectors = np.load(matrix)
     if graph is None:
-        return exact_rows(vectors, *rows, k, threshold)
+        return exact_rows(vectors, np.arange(*rows), width)
     import faiss
 
-    return graph_rows(faiss.read_index(str(graph)), vectors, *rows, k, threshold)
-
-
-def graph_nearest(vectors: np.ndarray, k: int, threshold: float) -> tuple[Triples, Triples]:
-    """Approximate top-k and pairs above `threshold` from a FAISS HNSW graph.
-
-    The graph is built on one thread, so that the same vectors give the same graph and the
-    same neighbours; the search runs on every core.
-    """
-    if len(vectors) == 0:
-        return concat_triples([]), concat_triples([])
-    return graph_rows(build_graph(vectors), vectors, 0, len(vectors), k, threshold)
+    return graph_rows(faiss.read_index(str(graph)), vectors, *rows, width, threshold)
 
 
 def build_graph(vectors: np.ndarray):
@@ -204,41 +319,28 @@ def build_graph(vectors: np.ndarray):
 
 
 def graph_rows(
-    index, vectors: np.ndarray, first: int, stop: int, k: int, threshold: float
-) -> tuple[Triples, Triples]:
-    """Graph search for the papers in rows [first, stop): top-k and pairs above `threshold`.
+    index, vectors: np.ndarray, first: int, stop: int, width: int, threshold: float
+) -> Triples:
+    """Graph search for the papers in rows [first, stop): their `width` nearest.
 
-    A paper whose PAIR_CANDIDATES graph neighbours all lie above `threshold` may have more
-    such pairs: its row is checked exactly against every paper.
+    A paper whose graph neighbours all lie above `threshold` may have closer ones the
+    graph missed (a crowd of copies): its row is searched exactly.
     """
     import faiss
 
     faiss.omp_set_num_threads(compute_threads())
     n = len(vectors)
     data = np.ascontiguousarray(vectors, dtype=np.float32)
-    fetch = min(n, max(k, PAIR_CANDIDATES) + 1)  # + 1: a paper finds itself
+    fetch = min(n, width + 1)  # + 1: a paper finds itself
     index.hnsw.efSearch = max(HNSW_SEARCH_BREADTH, fetch)
     scores, cols = index.search(data[first:stop], fetch)
     rows = np.repeat(np.arange(first, stop), fetch).reshape(stop - first, fetch)
     keep = (cols >= 0) & (cols != rows)
-    # Rank within each row after dropping self and empty slots, then cut at k.
-    rank = np.cumsum(keep, axis=1) - 1
-    in_top = keep & (rank < k)
-    top = (rows[in_top], cols[in_top], scores[in_top])
-    above = keep & (scores >= threshold)
-    pairs = (rows[above], cols[above], scores[above])
-    crowded = first + np.flatnonzero(above.sum(axis=1) >= fetch - 1)
-    if len(crowded):
-        plain = ~np.isin(pairs[0], crowded)
-        parts = [(pairs[0][plain], pairs[1][plain], pairs[2][plain])]
-        for start in range(0, len(crowded), BLOCK_ROWS):
-            rows_here = crowded[start : start + BLOCK_ROWS]
-            block = data[rows_here] @ data.T
-            block[np.arange(len(rows_here)), rows_here] = -np.inf
-            hit_row, hit_col = np.nonzero(block >= threshold)
-            parts.append((rows_here[hit_row], hit_col, block[hit_row, hit_col]))
-        pairs = concat_triples(parts)
-    return top, pairs
+    keep &= np.cumsum(keep, axis=1) <= width  # self and empty slots dropped, then cut
+    crowded = first + np.flatnonzero((keep & (scores >= threshold)).sum(axis=1) >= fetch - 1)
+    keep &= ~np.isin(rows, crowded)
+    listed = (rows[keep], cols[keep].astype(np.int64), scores[keep])
+    return concat_triples([listed, exact_rows(vectors, crowded, width)])
 
 
 def concat_triples(parts: list[Triples]) -> Triples:
@@ -256,6 +358,36 @@ def id_frame(ids: list[str], rows: np.ndarray, cols: np.ndarray, scores: np.ndar
             "neighbor_id": pl.Series(ids_arr[cols].tolist(), dtype=pl.String),
             "score": pl.Series(np.asarray(scores).astype(np.float64)),
         }
+    )
+
+
+def group_pairs(pairs: pl.DataFrame) -> pl.DataFrame:
+    """Near-duplicate groups: the connected components of the pairs graph.
+
+    Returns:
+        pair_groups: paper_id, group_id (the smallest paper_id of its group) and
+        group_size, for every paper in a pair.
+    """
+    from scipy.sparse import coo_matrix
+    from scipy.sparse.csgraph import connected_components
+
+    schema = {"paper_id": pl.String, "group_id": pl.String, "group_size": pl.Int64}
+    edges = pairs.filter(pl.col("paper_id") != pl.col("neighbor_id"))
+    members = pl.concat([edges["paper_id"], edges["neighbor_id"]]).unique().sort()
+    if members.is_empty():
+        return pl.DataFrame(schema=schema)
+    position = {paper: i for i, paper in enumerate(members.to_list())}
+    rows = np.fromiter((position[p] for p in edges["paper_id"]), np.int64, edges.height)
+    cols = np.fromiter((position[p] for p in edges["neighbor_id"]), np.int64, edges.height)
+    graph = coo_matrix((np.ones(len(rows)), (rows, cols)), shape=(len(members),) * 2)
+    _, labels = connected_components(graph, directed=False)
+    return (
+        pl.DataFrame({"paper_id": members, "component": labels})
+        .with_columns(
+            group_id=pl.col("paper_id").min().over("component"),
+            group_size=pl.len().over("component").cast(pl.Int64),
+        )
+        .select(list(schema))
     )
 
 
@@ -417,15 +549,19 @@ def build_aggregates(
     previous_topics: dict[int, np.ndarray] | None = None,
     neighbors_method: str = "auto",
     exact_neighbors_max: int = 20_000,
-    search: Callable[[list[str], np.ndarray], tuple[pl.DataFrame, pl.DataFrame]] | None = None,
+    search: Callable[[list[str], np.ndarray], pl.DataFrame] | None = None,
+    duplicate_group_max: int = 50,
 ) -> dict[str, int]:
     """Build the derived tables in `con` (which already holds papers, sources, paper_sources).
 
     Args:
         previous_topics: topic id -> centroid of the previous version, to keep ids stable.
         neighbors_method: auto, exact or hnsw (see `nearest`).
-        search: finds neighbour candidates and pairs of (ids, vectors) elsewhere (a
-            cluster's workers); without it, `nearest` runs here.
+        search: finds each paper's candidate lists (`candidates`) of (ids, vectors) another
+            way: on a cluster's workers, or by updating the last run's lists; without it,
+            `candidates` searches here.
+        duplicate_group_max: the largest near-duplicate group whose pairs are listed in
+            duplicates; larger groups are in duplicate_groups only.
 
     Returns:
         row count per table built.
@@ -433,15 +569,16 @@ def build_aggregates(
     ids = papers["paper_id"].sort().to_list()
     vectors = vectors_of(embeddings, pl.Series(ids, dtype=pl.String))
     if search is None:
-        candidates, pairs = nearest(
-            ids, vectors, k, threshold, neighbors_method, exact_neighbors_max
-        )
+        found = candidates(ids, vectors, max(k, PAIR_CAP), threshold, neighbors_method,
+                           exact_neighbors_max)  # fmt: skip
     else:
-        candidates, pairs = search(ids, vectors)
+        found = search(ids, vectors)
+    top, pairs = split_candidates(found, k, threshold)
     assignments, centroids = cluster_topics(ids, vectors, n_topics, seed, previous_topics)
     for name, frame in (
-        ("neighbor_candidates", candidates),
+        ("neighbor_candidates", top),
         ("similar_pairs", pairs),
+        ("pair_groups", group_pairs(pairs)),
         ("paper_topics", assignments),
         ("topic_centroids", centroids),
         ("stopwords", stopwords()),
@@ -451,6 +588,7 @@ def build_aggregates(
         con.unregister(f"{name}_frame")
     con.execute(f"set variable neighbors_k = {int(k)}")
     con.execute(f"set variable duplicate_threshold = {float(threshold)}")
+    con.execute(f"set variable duplicate_group_max = {int(duplicate_group_max)}")
     con.execute(f"set variable topic_terms = {TOPIC_TERMS}")
     stage_vocabulary(con)
     counts = {"paper_topics": assignments.height}
@@ -458,7 +596,8 @@ def build_aggregates(
         con.execute(f"create or replace table {table} as {read_sql(table)}")
         counts[table] = con.execute(f"select count(*) from {table}").fetchone()[0]
     for scratch in (
-        "neighbor_candidates", "similar_pairs", "topic_centroids", "stopwords", "mention_vocabulary"
+        "neighbor_candidates", "similar_pairs", "pair_groups", "topic_centroids", "stopwords",
+        "mention_vocabulary",
     ):  # fmt: skip
         con.execute(f"drop table {scratch}")
     return counts

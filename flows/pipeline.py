@@ -128,26 +128,44 @@ def encode_shard(shard: pl.DataFrame, settings: Settings) -> tuple[str, int]:
 def neighbor_rows(rows: tuple[int, int], matrix: Path, graph: Path | None, settings: Settings):
     """Neighbours and near-duplicate pairs of rows [first, stop) of the matrix file, against
     every paper, exactly or through the graph file (on a worker)."""
-    return aggregate.search_rows(
-        rows, matrix, graph, settings.neighbors_k, settings.duplicate_threshold
-    )
+    width = max(settings.neighbors_k, aggregate.PAIR_CAP)
+    return aggregate.search_rows(rows, matrix, graph, width, settings.duplicate_threshold)
 
 
 @task(name="aggregate_papers", cache_policy=NO_CACHE)
 def aggregate_papers(
-    inputs: dict[str, pl.DataFrame], embeddings: pl.DataFrame, settings: Settings
+    inputs: dict[str, pl.DataFrame], embeddings: pl.DataFrame, settings: Settings, model_key: str
 ) -> dict[str, pl.DataFrame]:
-    """Neighbours, near-duplicates, topics, mentions and stats, built in DuckDB from sql/."""
+    """Neighbours, near-duplicates, topics, mentions and stats, built in DuckDB from sql/.
+
+    `model_key` names the vectors (model, weights, precision): the last run's neighbour
+    lists are updated only for vectors of the same model.
+    """
     previous = {
         topic: np.asarray(centroid, dtype=np.float32)
         for topic, centroid in publish.previous_topics(settings).items()
     }
-    search = None
-    if workers := cluster_workers():
+    width = max(settings.neighbors_k, aggregate.PAIR_CAP)
+    lists = aggregate.NeighbourLists(settings.cache_path / "neighbors", model_key, width)
+    workers = cluster_workers()
 
-        def search(ids: list[str], vectors: np.ndarray) -> tuple[pl.DataFrame, pl.DataFrame]:
-            return aggregate.nearest_in_pieces(
-                ids, vectors, settings.neighbors_k, settings.duplicate_threshold,
+    def search(ids: list[str], vectors: np.ndarray) -> pl.DataFrame:
+        """Update the last run's exact lists where there are any; else search, on the
+        cluster's workers where there is one."""
+        exact = aggregate.neighbor_method(
+            settings.neighbors_method, len(ids), settings.exact_neighbors_max
+        ) == "exact"  # fmt: skip
+        previous = lists.load() if exact else None
+        if previous:
+            found = aggregate.update_candidates(ids, vectors, width, *previous)
+            came, left = set(ids).difference(previous[1]), set(previous[1]).difference(ids)
+            record.run_logger().info(
+                "neighbours: the last run's lists updated (%d papers new, %d gone)",
+                len(came), len(left),
+            )  # fmt: skip
+        elif workers:
+            found = aggregate.nearest_in_pieces(
+                ids, vectors, width, settings.duplicate_threshold,
                 settings.neighbors_method, settings.exact_neighbors_max,
                 settings.cache_path / "neighbors",
                 lambda ranges, matrix, graph: fan_out(
@@ -155,6 +173,14 @@ def aggregate_papers(
                 ),
                 pieces=2 * workers,
             )  # fmt: skip
+        else:
+            found = aggregate.candidates(
+                ids, vectors, width, settings.duplicate_threshold, settings.neighbors_method,
+                settings.exact_neighbors_max,
+            )  # fmt: skip
+        if exact:  # graph lists are approximate: the next run searches again
+            lists.save(ids, found)
+        return found
 
     con = staged(inputs)
     try:
@@ -170,6 +196,7 @@ def aggregate_papers(
             neighbors_method=settings.neighbors_method,
             exact_neighbors_max=settings.exact_neighbors_max,
             search=search,
+            duplicate_group_max=settings.duplicate_group_max,
         )
         return {name: con.table(name).pl() for name in ("paper_topics", *sql_tables())}
     finally:
@@ -283,7 +310,9 @@ def run_pipeline(settings: Settings, force: bool = False) -> record.RunSummary:
 
         t = timer()
         tables = ingested.tables | {"embeddings": embedded.table.sort("paper_id")}
-        tables |= aggregate_papers(ingested.tables, embedded.table, settings)
+        info = embedded.info
+        model_key = f"{info.model_id}:{info.weights_sha256}:{info.precision}"
+        tables |= aggregate_papers(ingested.tables, embedded.table, settings, model_key)
         record.aggregated(summary, tables, timer() - t)
 
         t = timer()

@@ -104,6 +104,11 @@ class Settings:
     duplicate_threshold: float = setting(
         0.95, help="Cosine score from which two papers are near-duplicates, in (0, 1]."
     )
+    duplicate_group_max: int = setting(
+        50,
+        help="Largest near-duplicate group whose pairs duplicates lists (every group is in "
+        "duplicate_groups).",
+    )
     n_topics: int | None = setting(
         None, help="Number of topics (default: chosen from the data by silhouette)."
     )

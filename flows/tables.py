@@ -166,6 +166,20 @@ TABLES: tuple[Table, ...] = (
         ),
     ),
     Table(
+        "duplicate_groups",
+        "Groups of papers that are near-duplicates of one another (connected pairs).",
+        ("paper_id",),
+        "sql",
+        (
+            ("group_id", "the group: its smallest paper_id"),
+            ("paper_id", "a paper in the group"),
+            ("group_size", "papers in the group (2 or more)"),
+            ("title", "the paper's title"),
+            ("source_path", "file of the paper"),
+            ("line", "line of the paper"),
+        ),
+    ),
+    Table(
         "topic_terms",
         "The most distinctive terms of every topic (class-based TF-IDF).",
         ("topic_id", "term"),

@@ -1,8 +1,16 @@
 -- duplicates: pairs of distinct papers whose abstracts are near-duplicates.
 -- grain: one row per unordered pair (paper_a < paper_b) at or above the threshold.
--- upstream: similar_pairs (every pair above the threshold: exact, or from the HNSW graph
--- with crowded rows checked exactly; see flows/aggregate.py nearest), papers.
-with pairs as (
+-- Pairs of papers in groups larger than duplicate_group_max are left to duplicate_groups.
+-- upstream: similar_pairs (pairs above the threshold, each paper's closest up to a cap:
+-- exact, or from the HNSW graph with crowded rows checked exactly; see flows/aggregate.py
+-- nearest), pair_groups, papers.
+with small_groups as (
+    select paper_id
+    from pair_groups
+    where group_size <= getvariable('duplicate_group_max')
+),
+
+pairs as (
     select
         least(paper_id, neighbor_id) as paper_a,
         greatest(paper_id, neighbor_id) as paper_b,
@@ -10,6 +18,7 @@ with pairs as (
     from similar_pairs
     where paper_id <> neighbor_id
       and score >= getvariable('duplicate_threshold')
+      and paper_id in (select paper_id from small_groups)
     group by all
 ),
 

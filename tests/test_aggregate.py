@@ -80,18 +80,25 @@ def test_hnsw_neighbours_agree_with_exact_and_are_repeatable():
     assert again.equals(graph)
 
 
-def test_hnsw_finds_every_pair_of_a_crowded_paper(monkeypatch):
-    """A paper with more near-duplicates than the graph returns is checked exactly."""
-    monkeypatch.setattr(aggregate, "PAIR_CANDIDATES", 4)
+@pytest.mark.parametrize("method", ["exact", "hnsw"])
+def test_a_crowd_of_copies_keeps_each_papers_closest_pairs_and_one_group(monkeypatch, method):
+    """Each paper keeps its PAIR_CAP closest pairs (exactly, also where the graph is
+    crowded); every copy still lands in one group."""
+    monkeypatch.setattr(aggregate, "PAIR_CAP", 4)
     rng = np.random.default_rng(1)
     base = rng.normal(size=16)
     copies = unit(base + 0.01 * rng.normal(size=(9, 16)))  # nine papers, all pairs ~1.0
     vectors = np.vstack([copies, clustered(50, dim=16, seed=2)])
     ids = [f"p{i:02d}" for i in range(len(vectors))]
-    _, pairs = aggregate.nearest(ids, vectors, k=3, threshold=0.99, method="hnsw")
-    found = {tuple(sorted(r)) for r in pairs.select("paper_id", "neighbor_id").rows()}
-    assert {(ids[i], ids[j]) for i in range(9) for j in range(i + 1, 9)} <= found
-    assert len(found) == 36
+    _, pairs = aggregate.nearest(ids, vectors, k=3, threshold=0.99, method=method)
+    scores = copies @ copies.T
+    for i in range(9):
+        mine = pairs.filter(pl.col("paper_id") == ids[i])
+        closest = [ids[j] for j in np.argsort(-scores[i]) if j != i][:4]
+        assert sorted(mine["neighbor_id"].to_list()) == sorted(closest)
+    groups = aggregate.group_pairs(pairs)
+    assert groups["paper_id"].to_list() == ids[:9]
+    assert set(groups["group_id"]) == {"p00"} and set(groups["group_size"]) == {9}
 
 
 def test_auto_method_switches_to_hnsw_above_the_exact_limit():
@@ -175,6 +182,7 @@ def test_derived_tables_in_sql():
     papers = pl.DataFrame(
         {
             "paper_id": IDS,
+            "title": ["Drafts", "Trees", "Folding", "Design", "Weather"],
             "source_path": ["f.txt"] * 5,
             "record_no": [1, 2, 3, 4, 5],
             "line": [3, 5, 7, 9, 11],
@@ -204,6 +212,13 @@ def test_derived_tables_in_sql():
         ("a", "b", "near"),
         ("c", "d", "near"),
     ]
+    groups = "select group_id, paper_id, group_size, title from duplicate_groups order by 2"
+    assert con.execute(groups).fetchall() == [
+        ("a", "a", 2, "Drafts"),
+        ("a", "b", 2, "Trees"),
+        ("c", "c", 2, "Folding"),
+        ("c", "d", 2, "Design"),
+    ]
     labels = dict(con.execute("select topic_id, top_terms from topics").fetchall())
     topic_of = dict(con.execute("select paper_id, topic_id from paper_topics").fetchall())
     assert labels[topic_of["a"]][:4] == ["decoding", "draft", "speculative", "token"]
@@ -226,7 +241,49 @@ def test_a_pair_just_above_the_threshold_is_stored_above_it():
         "create table similar_pairs as select 'a' as paper_id, 'b' as neighbor_id, "
         "0.95000005::float as score"
     )
+    con.execute(
+        "create table pair_groups as select 'a' as paper_id, 'a' as group_id, 2 as group_size"
+    )
     con.execute("set variable duplicate_threshold = 0.95")
+    con.execute("set variable duplicate_group_max = 50")
     con.execute(f"create table duplicates as {read_sql('duplicates')}")
     (score,) = con.execute("select score from duplicates").fetchone()
     assert 0.95 <= score < 0.9500011
+
+
+def test_updating_last_runs_lists_equals_searching_again():
+    """Exact lists updated for 100 new and 20 departed papers equal a fresh search."""
+    vectors = clustered(900, dim=24, seed=3)
+    every = [f"p{i:04d}" for i in range(900)]
+    vector_of = dict(zip(every, vectors, strict=True))
+    before = every[:800]
+    now = every[:100] + every[120:]  # p0100-p0119 left, p0800-p0899 came
+
+    def matrix(ids):
+        return np.stack([vector_of[p] for p in ids])
+
+    previous = aggregate.candidates(before, matrix(before), 32, 0.9, "exact")
+    fresh = aggregate.candidates(now, matrix(now), 32, 0.9, "exact")
+    updated = aggregate.update_candidates(now, matrix(now), 32, previous, before)
+    assert updated.height == fresh.height == 880 * 32
+    pairs = updated.join(fresh, on=["paper_id", "neighbor_id"], how="full", suffix="_fresh")
+    assert pairs["score"].null_count() == pairs["score_fresh"].null_count() == 0
+    assert np.allclose(pairs["score"], pairs["score_fresh"], atol=1e-6)
+    assert not updated["neighbor_id"].is_in(every[100:120]).any()
+    top, near = aggregate.split_candidates(updated, 10, 0.9)
+    top_fresh, near_fresh = aggregate.split_candidates(fresh, 10, 0.9)
+    assert top.select("paper_id", "neighbor_id").equals(top_fresh.select("paper_id", "neighbor_id"))
+    assert near.select("paper_id", "neighbor_id").equals(
+        near_fresh.select("paper_id", "neighbor_id")
+    )
+
+
+def test_neighbour_lists_are_kept_per_model_and_width(tmp_path):
+    found = pl.DataFrame({"paper_id": ["a", "b"], "neighbor_id": ["b", "a"], "score": [0.5, 0.5]})
+    lists = aggregate.NeighbourLists(tmp_path, "model:weights:fp32", 32)
+    assert lists.load() is None
+    lists.save(["a", "b", "c"], found)
+    stored, ids = lists.load()
+    assert stored.equals(found) and sorted(ids) == ["a", "b", "c"]
+    assert aggregate.NeighbourLists(tmp_path, "model:other:fp32", 32).load() is None
+    assert aggregate.NeighbourLists(tmp_path, "model:weights:fp32", 40).load() is None

@@ -105,17 +105,17 @@ def test_search_in_row_ranges_equals_one_search(method, tmp_path):
     vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
     vectors[4990:] = vectors[0]  # a crowd of copies: rows the graph search checks exactly
     ids = [f"p{i:05d}" for i in range(len(vectors))]
-    whole = aggregate.nearest(ids, vectors, 5, 0.8, method)
+    whole = aggregate.candidates(ids, vectors, 32, 0.8, method)
     seen = []
 
     def fan(ranges, matrix, graph):  # each range from the files, as a worker reads them
         seen.append((ranges, graph is not None))
-        return [aggregate.search_rows(r, matrix, graph, 5, 0.8) for r in ranges]
+        return [aggregate.search_rows(r, matrix, graph, 32, 0.8) for r in ranges]
 
-    pieces = aggregate.nearest_in_pieces(ids, vectors, 5, 0.8, method, 20_000, tmp_path, fan, 2)
+    pieces = aggregate.nearest_in_pieces(ids, vectors, 32, 0.8, method, 20_000, tmp_path, fan, 2)
     assert seen == [([(0, 4096), (4096, 5000)], method == "hnsw")]
-    assert pieces[0].equals(whole[0]) and pieces[1].equals(whole[1])
-    copies = pieces[1].filter((pl.col("paper_id") == "p00000") & (pl.col("score") > 0.9999))
+    assert pieces.equals(whole)  # bit for bit
+    copies = pieces.filter((pl.col("paper_id") == "p00000") & (pl.col("score") > 0.9999))
     assert copies.height == 10  # its 10 copies, all found
     assert list(tmp_path.iterdir()) == []  # the matrix and graph files are gone
 

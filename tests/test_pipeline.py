@@ -64,7 +64,7 @@ def test_sample_run_publishes_version_1(sample_run):
     outcomes = con.execute(
         "select count(*), count(distinct suite), bool_and(success or not blocking) from dq_results"
     ).fetchone()
-    assert outcomes[1] == 9 and outcomes[2] is True
+    assert outcomes[1] == 10 and outcomes[2] is True
     message = con.execute(
         "select commit_message from lake.snapshots() where snapshot_id = 1"
     ).fetchone()[0]
@@ -240,3 +240,41 @@ def test_the_flow_takes_every_setting_as_a_parameter():
     assert all(
         inspect.signature(paperlake.fn).parameters[p.name].default is None for p in run_parameters()
     )
+
+
+def test_second_version_updates_neighbours_as_a_fresh_search_finds_them(
+    prefect_server, raw_copy, tmp_path
+):
+    """Version 2 updates version 1's neighbour lists (5 papers in, 19 out); what it publishes
+    equals a fresh exact search over version 2's vectors."""
+    import numpy as np
+    import polars as pl
+
+    from flows import aggregate
+    from tests.test_history import add_new_dump
+
+    warehouse = tmp_path / "warehouse"
+    paperlake(raw=[str(raw_copy)], warehouse=str(warehouse))
+    (raw_copy / "003_1f2bd0aed823d1af.txt").unlink()
+    add_new_dump(raw_copy)
+    lists = list((warehouse / "cache" / "neighbors").glob("lists-*.parquet"))
+    assert len(lists) == 1 and pl.read_parquet(lists[0])["paper_id"].n_unique() == 38
+    summary = paperlake(raw=[str(raw_copy)], warehouse=str(warehouse))
+    assert summary.version == 2 and summary.papers == 24
+    with open_lake(Settings(warehouse=warehouse)) as con:
+        published = con.execute(
+            "select paper_id, neighbor_id, rank, score from neighbors order by all"
+        ).pl()
+        vectors = con.execute("select paper_id, embedding from embeddings order by 1").pl()
+    ids = vectors["paper_id"].to_list()
+    matrix = np.asarray(vectors["embedding"].to_list(), dtype=np.float32)
+    top, _ = aggregate.split_candidates(
+        aggregate.candidates(ids, matrix, 32, 0.95, "exact"), 10, 0.95
+    )
+    fresh = top.with_columns(rank=pl.int_range(1, pl.len() + 1).over("paper_id"))
+    both = published.join(fresh, on=["paper_id", "neighbor_id"], how="full", suffix="_fresh")
+    assert published.height == fresh.height == 24 * 10
+    assert both["rank"].null_count() == both["rank_fresh"].null_count() == 0
+    assert (both["rank"] == both["rank_fresh"]).all()
+    assert np.allclose(both["score"], both["score_fresh"], atol=2e-6)
+    assert pl.read_parquet(lists[0])["paper_id"].n_unique() == 24

@@ -21,7 +21,8 @@ def test_publish_aggregate_and_suites_take_keys_and_order_from_the_registry():
     assert {t.name: t.keys for t in tables.TABLES if not t.history} == publish.TABLE_KEYS
     assert publish.HISTORY_TABLES == ("dq_results", "runs")
     assert aggregate.SQL_TABLES == (
-        "neighbors", "duplicates", "topic_terms", "topics", "topic_stats", "mentions",
+        "neighbors", "duplicates", "duplicate_groups", "topic_terms", "topics", "topic_stats",
+        "mentions",
         "venue_stats", "source_stats",
     )  # fmt: skip
     assert all(tables.table(name).sql.exists() for name in aggregate.SQL_TABLES)

@@ -48,6 +48,7 @@ def validator(tmp_path_factory):
 def test_every_table_suite_is_a_json_file_named_after_its_table():
     names = validate.suite_names()
     assert names == [
+        "duplicate_groups",
         "duplicates",
         "embeddings",
         "mentions",
