@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import logging
 import math
 import os
 from collections.abc import Callable
@@ -438,75 +439,177 @@ def match_topics(centroids: np.ndarray, previous: dict[int, np.ndarray]) -> dict
     }
 
 
+TOPIC_MIN_PAPERS = 10  # fewest papers a new topic forms from
+# Share of papers that fit no old topic (or form new ones), above which topics are re-fit.
+TOPIC_DRIFT_MAX = 0.25
+TOPIC_OUTLIERS_MAX = 5000  # most outliers grouped into new topics; more: re-fit
+
+
 def cluster_topics(
     ids: list[str],
     vectors: np.ndarray,
     n_topics: int | None,
     seed: int,
     previous: dict[int, np.ndarray] | None = None,
-) -> tuple[pl.DataFrame, pl.DataFrame]:
-    """Seeded k-means over unit vectors.
+    refit: bool = False,
+) -> tuple[pl.DataFrame, pl.DataFrame, str]:
+    """Topics of unit vectors, carried over from the previous version where there is one.
 
-    Topic ids persist across versions: a cluster whose centroid matches a topic of the
-    previous version keeps that topic's id; other clusters take new ids, larger first.
+    With previous topics (and no `n_topics` or `refit`), papers join their nearest topic
+    (`update_topics`), and papers that fit none become new topics once they form a dense
+    group, as online topic models do; ids persist. Otherwise, or when too many papers fit
+    no topic (drift), seeded k-means fits afresh; a cluster whose centroid matches an old
+    topic still keeps that topic's id; other clusters take new ids, larger first.
 
     Returns:
-        paper_topics (paper_id, topic_id, cosine distance to the centroid) and
-        topic_centroids (topic_id, centroid).
+        paper_topics (paper_id, topic_id, cosine distance to the centroid),
+        topic_centroids (topic_id, centroid) and what was done, for the run's log.
     """
     from sklearn.cluster import KMeans
 
-    schema = {"paper_id": pl.String, "topic_id": pl.Int32, "distance": pl.Float64}
-    centroid_schema = {"topic_id": pl.Int32, "centroid": pl.List(pl.Float32)}
     if len(ids) == 0:
-        return pl.DataFrame(schema=schema), pl.DataFrame(schema=centroid_schema)
-    data = vectors.astype(np.float64)
-    guess = max(1, round(math.sqrt(len(ids) / 2)))
-    if (
-        previous
-        and n_topics is None
-        and len(ids) > len(previous)
-        and guess / 2 <= len(previous) <= 2 * guess
-    ):
-        # The corpus grew or changed a little: start from last version's topics, so that
-        # topics persist instead of being re-drawn from scratch.
-        init = np.stack([previous[t] for t in sorted(previous)]).astype(np.float64)
-        model = KMeans(n_clusters=len(init), init=init, n_init=1, random_state=seed).fit(data)
-    else:
-        k = choose_topic_count(vectors, n_topics, seed)
-        model = KMeans(n_clusters=k, random_state=seed, n_init=4).fit(data)
-    k = model.n_clusters
-    centroids = model.cluster_centers_ / np.linalg.norm(
-        model.cluster_centers_, axis=1, keepdims=True
-    )
-    labels = model.labels_
-    distance = 1.0 - np.einsum("ij,ij->i", vectors, centroids[labels])
-    raw = pl.DataFrame(
-        {"paper_id": ids, "cluster": labels.astype(np.int32), "distance": distance.round(6)}
-    )
+        return *topic_frames(ids, vectors, np.zeros(0, np.int64), {}), "no papers"
+    why = "fit"
+    if previous and n_topics is None and not refit:
+        updated = update_topics(ids, vectors, previous)
+        if updated is not None:
+            labels, topic_of, note = updated
+            return *topic_frames(ids, vectors, labels, topic_of), note
+        why = f"re-fit: more than {TOPIC_DRIFT_MAX:.0%} of papers fit no old topic (drift)"
+    elif previous and refit:
+        why = "re-fit on request"
+    k = choose_topic_count(vectors, n_topics, seed)
+    model = KMeans(n_clusters=k, random_state=seed, n_init=4).fit(vectors.astype(np.float64))
+    centroids = unit_rows(model.cluster_centers_)
     kept = match_topics(centroids, previous or {})
+    labels = model.labels_.astype(np.int64)
     next_id = max(previous, default=-1) + 1 if previous else 0
-    by_size = (
+    topic_of: dict[int, int] = {}
+    for cluster in clusters_by_size(ids, labels):
+        if cluster in kept:
+            topic_of[cluster] = kept[cluster]
+        else:
+            topic_of[cluster], next_id = next_id, next_id + 1
+    return *topic_frames(ids, vectors, labels, topic_of), f"{why}: {k} topics"
+
+
+def unit_rows(matrix: np.ndarray) -> np.ndarray:
+    return matrix / np.linalg.norm(matrix, axis=1, keepdims=True)
+
+
+def clusters_by_size(ids: list[str], labels: np.ndarray) -> list[int]:
+    """Cluster labels, largest first (ties: the one holding the smallest paper id)."""
+    raw = pl.DataFrame({"paper_id": ids, "cluster": labels})
+    return (
         raw.group_by("cluster")
         .agg(size=pl.len(), first=pl.col("paper_id").min())
         .sort(["size", "first"], descending=[True, False])["cluster"]
         .to_list()
     )
-    topic_of: dict[int, int] = {}
-    for cluster in by_size:
-        if cluster in kept:
-            topic_of[cluster] = kept[cluster]
-        else:
-            topic_of[cluster], next_id = next_id, next_id + 1
-    mapping = pl.DataFrame(
-        {"cluster": list(topic_of), "topic_id": list(topic_of.values())},
-        schema={"cluster": pl.Int32, "topic_id": pl.Int32},
-    )
-    assignments = raw.join(mapping, on="cluster").select(list(schema)).sort("paper_id")
+
+
+def update_topics(
+    ids: list[str], vectors: np.ndarray, previous: dict[int, np.ndarray]
+) -> tuple[np.ndarray, dict[int, int], str] | None:
+    """Carry the previous topics over: each paper joins its nearest topic, and papers that
+    fit none form new topics where they make a dense group. None when topics drifted.
+
+    A paper fits no topic when its cosine to its nearest centroid lies below that topic's
+    usual range (median - 3 MADs of its papers' cosines). Such papers are grouped by
+    average-linkage clustering; a group of TOPIC_MIN_PAPERS or more whose papers are as
+    close to one another as a typical topic's becomes a new topic with a new id.
+
+    Returns:
+        a label per paper, label -> topic id, and what was done.
+    """
+    from sklearn.cluster import AgglomerativeClustering
+
+    old_ids = sorted(previous)
+    centroids = unit_rows(np.stack([previous[t] for t in old_ids]).astype(np.float32))
+    nearest, best = nearest_centroids(vectors, centroids)
+    floor = np.full(len(old_ids), -np.inf)
+    for t in range(len(old_ids)):
+        mine = best[nearest == t]
+        if len(mine) >= 5:
+            median = np.median(mine)
+            floor[t] = median - 3 * 1.4826 * np.median(np.abs(mine - median))
+    outlier = best < floor[nearest]
+    if outlier.mean() > TOPIC_DRIFT_MAX or outlier.sum() > TOPIC_OUTLIERS_MAX:
+        return None
+    cohesion = float(np.median(best[~outlier])) if (~outlier).any() else 0.0
+    groups: list[np.ndarray] = []
+    if outlier.sum() >= TOPIC_MIN_PAPERS:
+        rows = np.flatnonzero(outlier)
+        grouping = AgglomerativeClustering(
+            n_clusters=None, metric="cosine", linkage="average",
+            distance_threshold=1 - cohesion**2,  # papers of a topic: cosine ~ cohesion^2
+        ).fit(vectors[rows])  # fmt: skip
+        for label in np.unique(grouping.labels_):
+            members = rows[grouping.labels_ == label]
+            if len(members) >= TOPIC_MIN_PAPERS:
+                groups.append(members)
+    groups.sort(key=lambda g: (-len(g), min(ids[i] for i in g)))
+    fresh = [unit_rows(vectors[g].mean(axis=0, keepdims=True))[0] for g in groups]
+    every = np.vstack([centroids, *fresh]) if fresh else centroids
+    labels, _ = nearest_centroids(vectors, every)
+    # One k-means step: centroids follow their papers, and papers the nearer centroid.
+    present = np.unique(labels)
+    moved = every.copy()
+    for label in present:
+        moved[label] = unit_rows(vectors[labels == label].mean(axis=0, keepdims=True))[0]
+    labels, _ = nearest_centroids(vectors, moved)
+    if (outlier | (labels >= len(old_ids))).mean() > TOPIC_DRIFT_MAX:
+        return None  # too much lies outside the old topics: fit afresh
+    topic_of = {t: old_ids[t] for t in range(len(old_ids))}
+    next_id = max(old_ids) + 1
+    for g in range(len(fresh)):
+        topic_of[len(old_ids) + g] = next_id + g
+    note = f"updated: {int(outlier.sum())} papers fit no topic, {len(fresh)} new topics"
+    return labels.astype(np.int64), topic_of, note
+
+
+def nearest_centroids(vectors: np.ndarray, centroids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Each vector's nearest centroid (position) and its cosine, in blocks of rows."""
+    nearest = np.zeros(len(vectors), np.int64)
+    best = np.zeros(len(vectors), np.float32)
+    for start in range(0, len(vectors), 65536):
+        sims = vectors[start : start + 65536] @ centroids.T
+        nearest[start : start + 65536] = sims.argmax(axis=1)
+        best[start : start + 65536] = sims.max(axis=1)
+    return nearest, best
+
+
+def topic_frames(
+    ids: list[str], vectors: np.ndarray, labels: np.ndarray, topic_of: dict[int, int]
+) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """paper_topics and topic_centroids from a label per paper and label -> topic id.
+
+    Centroids are the normalised means of their papers; labels without papers are dropped.
+    """
+    schema = {"paper_id": pl.String, "topic_id": pl.Int32, "distance": pl.Float64}
+    centroid_schema = {"topic_id": pl.Int32, "centroid": pl.List(pl.Float32)}
+    if len(ids) == 0:
+        return pl.DataFrame(schema=schema), pl.DataFrame(schema=centroid_schema)
+    present = np.unique(labels)
+    centroids = {int(c): unit_rows(vectors[labels == c].mean(axis=0, keepdims=True))[0]
+                 for c in present}  # fmt: skip
+    own = np.stack([centroids[int(c)] for c in labels])
+    distance = 1.0 - np.einsum("ij,ij->i", vectors, own)
+    assignments = pl.DataFrame(
+        {
+            "paper_id": ids,
+            "topic_id": np.array([topic_of[int(c)] for c in labels], dtype=np.int32),
+            "distance": distance.astype(np.float64).round(6),
+        },
+        schema=schema,
+    ).sort("paper_id")
     topic_centroids = pl.DataFrame(
         {
-            "topic_id": [topic_of[c] for c in range(k)],
-            "centroid": pl.Series(centroids.astype(np.float32).tolist(), dtype=pl.List(pl.Float32)),
+            "topic_id": [topic_of[int(c)] for c in present],
+            "centroid": pl.Series(
+                [centroids[int(c)].astype(np.float32).tolist() for c in present],
+                dtype=pl.List(pl.Float32),
+            ),
         },
         schema=centroid_schema,
     ).sort("topic_id")
@@ -551,6 +654,7 @@ def build_aggregates(
     exact_neighbors_max: int = 20_000,
     search: Callable[[list[str], np.ndarray], pl.DataFrame] | None = None,
     duplicate_group_max: int = 50,
+    refit_topics: bool = False,
 ) -> dict[str, int]:
     """Build the derived tables in `con` (which already holds papers, sources, paper_sources).
 
@@ -562,6 +666,7 @@ def build_aggregates(
             `candidates` searches here.
         duplicate_group_max: the largest near-duplicate group whose pairs are listed in
             duplicates; larger groups are in duplicate_groups only.
+        refit_topics: fit topics afresh instead of carrying the previous ones over.
 
     Returns:
         row count per table built.
@@ -574,7 +679,10 @@ def build_aggregates(
     else:
         found = search(ids, vectors)
     top, pairs = split_candidates(found, k, threshold)
-    assignments, centroids = cluster_topics(ids, vectors, n_topics, seed, previous_topics)
+    assignments, centroids, topic_note = cluster_topics(
+        ids, vectors, n_topics, seed, previous_topics, refit_topics
+    )
+    logging.getLogger("paperlake").info("topics: %s", topic_note)
     for name, frame in (
         ("neighbor_candidates", top),
         ("similar_pairs", pairs),

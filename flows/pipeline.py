@@ -197,6 +197,7 @@ def aggregate_papers(
             exact_neighbors_max=settings.exact_neighbors_max,
             search=search,
             duplicate_group_max=settings.duplicate_group_max,
+            refit_topics=settings.refit_topics,
         )
         return {name: con.table(name).pl() for name in ("paper_topics", *sql_tables())}
     finally:
@@ -290,7 +291,7 @@ def run_pipeline(settings: Settings, force: bool = False) -> record.RunSummary:
     with run_lock(settings):
         fingerprint = publish.current_fingerprint(settings)
         latest = publish.latest_published(settings)
-        if latest and latest[1] == fingerprint and not force:
+        if latest and latest[1] == fingerprint and not (force or settings.refit_topics):
             summary.version, summary.status = latest[0], "up to date"
             record.report_artifacts(summary, None)
             return summary

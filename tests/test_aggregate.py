@@ -114,8 +114,8 @@ def test_auto_method_switches_to_hnsw_above_the_exact_limit():
 
 
 def test_topics_are_seeded_and_numbered_by_size():
-    first, centroids = aggregate.cluster_topics(IDS, VECTORS, n_topics=3, seed=7)
-    again, _ = aggregate.cluster_topics(IDS, VECTORS, n_topics=3, seed=7)
+    first, centroids, _ = aggregate.cluster_topics(IDS, VECTORS, n_topics=3, seed=7)
+    again, _, _ = aggregate.cluster_topics(IDS, VECTORS, n_topics=3, seed=7)
     assert first.equals(again)
     topic = dict(first.select("paper_id", "topic_id").rows())
     assert topic["a"] == topic["b"] and topic["c"] == topic["d"]
@@ -127,12 +127,14 @@ def test_topics_are_seeded_and_numbered_by_size():
 
 
 def test_topic_ids_persist_across_versions():
-    _, centroids = aggregate.cluster_topics(IDS, VECTORS, n_topics=3, seed=7)
+    _, centroids, _ = aggregate.cluster_topics(IDS, VECTORS, n_topics=3, seed=7)
     previous = {t: np.asarray(c, dtype=np.float32) for t, c in centroids.iter_rows()}
     # Relabel the old topics 10, 11, 12: the same clusters must come back with those ids.
     renamed = {t + 10: c for t, c in previous.items()}
     more = unit(np.vstack([VECTORS, [[0.98, 0.12, 0.01]]]))
-    topics, _ = aggregate.cluster_topics([*IDS, "f"], more, n_topics=3, seed=99, previous=renamed)
+    topics, _, _ = aggregate.cluster_topics(
+        [*IDS, "f"], more, n_topics=3, seed=99, previous=renamed
+    )
     topic = dict(topics.select("paper_id", "topic_id").rows())
     assert topic["f"] == topic["a"] == topic["b"]
     assert sorted(set(topic.values())) == [10, 11, 12]
@@ -287,3 +289,45 @@ def test_neighbour_lists_are_kept_per_model_and_width(tmp_path):
     assert stored.equals(found) and sorted(ids) == ["a", "b", "c"]
     assert aggregate.NeighbourLists(tmp_path, "model:other:fp32", 32).load() is None
     assert aggregate.NeighbourLists(tmp_path, "model:weights:fp32", 40).load() is None
+
+
+def themes(centres: np.ndarray, per: int, seed: int, spread: float = 0.35) -> np.ndarray:
+    """`per` unit vectors around each centre."""
+    rng = np.random.default_rng(seed)
+    points = np.repeat(centres, per, axis=0)
+    return unit(points + spread * rng.normal(size=points.shape) / np.sqrt(centres.shape[1]))
+
+
+def test_a_new_dense_theme_becomes_a_new_topic_and_old_ids_persist():
+    rng = np.random.default_rng(0)
+    centres = unit(rng.normal(size=(6, 64)))
+    old = themes(centres[:5], 80, seed=1)  # 400 papers on 5 themes
+    old_ids = [f"a{i:03d}" for i in range(400)]
+    topics, centroids, note = aggregate.cluster_topics(old_ids, old, 5, seed=42)
+    assert note == "fit: 5 topics"
+    previous = {t: np.asarray(c, dtype=np.float32) for t, c in centroids.iter_rows()}
+    new = themes(centres[5:], 40, seed=2)  # 40 papers on a theme no topic covers
+    ids = old_ids + [f"b{i:03d}" for i in range(40)]
+    grown, _, note = aggregate.cluster_topics(ids, np.vstack([old, new]), None, 42, previous)
+    assert note.startswith("updated:") and note.endswith("1 new topics")
+    before = dict(topics.select("paper_id", "topic_id").rows())
+    after = dict(grown.select("paper_id", "topic_id").rows())
+    assert all(after[p] == before[p] for p in old_ids)  # every old paper keeps its topic id
+    assert {after[f"b{i:03d}"] for i in range(40)} == {5}  # the new theme: new id 5
+    # Its label set grows by one; nothing else moves.
+    assert sorted(grown["topic_id"].unique()) == [0, 1, 2, 3, 4, 5]
+
+
+def test_topics_drift_or_a_request_refit_them():
+    rng = np.random.default_rng(3)
+    centres = unit(rng.normal(size=(8, 64)))
+    old = themes(centres[:4], 60, seed=4)
+    old_ids = [f"a{i:03d}" for i in range(240)]
+    _, centroids, _ = aggregate.cluster_topics(old_ids, old, 4, seed=42)
+    previous = {t: np.asarray(c, dtype=np.float32) for t, c in centroids.iter_rows()}
+    new = themes(centres[4:], 40, seed=5)  # 160 papers, 40% of the corpus, fit no topic
+    ids = old_ids + [f"b{i:03d}" for i in range(160)]
+    _, _, note = aggregate.cluster_topics(ids, np.vstack([old, new]), None, 42, previous)
+    assert note.startswith("re-fit: more than 25% of papers fit no old topic (drift)")
+    _, _, asked = aggregate.cluster_topics(old_ids, old, None, 42, previous, refit=True)
+    assert asked.startswith("re-fit on request")

@@ -54,6 +54,8 @@ def option(parameter: Parameter) -> tuple[Any, Any]:
     if parameter.name == "warehouse":
         default = None
     flags = ("--" + parameter.name.replace("_", "-"), *ALIASES.get(parameter.name, ()))
+    if kind is bool:  # a flag: given or not
+        return Annotated[bool, typer.Option(*flags, help=parameter.help)], default
     shown = parameter.name != "warehouse"
     given = typer.Option(*flags, help=parameter.help, show_default=shown)
     return Annotated[kind | None, given], default

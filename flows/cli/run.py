@@ -54,7 +54,7 @@ def run(
     if missing:
         fail(f"raw input {', '.join(missing)} does not exist")
     # Checked before any flow run starts: a run with nothing to do costs only file hashing.
-    if not force:
+    if not (force or settings.refit_topics):
         try:
             current = up_to_date(settings)
         except (FileNotFoundError, WarehouseError) as exc:
