@@ -1,0 +1,260 @@
+"""Encoders: one sentence-transformers model run by torch, OpenVINO or ONNX Runtime.
+
+Exported graphs are fp32 (no quantisation, no fp16 weights), made once per machine from
+the model's own weights, checked against fp32 torch before use and kept on disk under a
+key of the weights' sha256 and the library versions that made them.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import shutil
+import warnings
+from collections.abc import Callable
+from dataclasses import dataclass
+from importlib.metadata import PackageNotFoundError, version
+from pathlib import Path
+from typing import Any, Protocol
+
+import numpy as np
+
+# Precisions that name another backend than torch; each runs fp32 on the CPU.
+EXPORTED = {"openvino-fp32": "openvino", "onnx-fp32": "onnxruntime"}
+# An export is kept only when its vectors agree with fp32 torch this closely (cosine).
+MIN_MEAN_COSINE = 0.9999
+MIN_COSINE = 0.999
+# Texts of very different lengths in one batch: padding, truncation at the model's
+# max_seq_length and the attention mask all take part in the check.
+PROBE_TEXTS = (
+    "Graph neural networks.",
+    "We study speculative decoding, where a small draft model proposes several tokens "
+    "that the large model verifies in one pass, and show when it pays off.",
+    " ".join(["Diffusion models learn to reverse a gradual noising process."] * 60),
+)
+
+log = logging.getLogger("paperlake")
+
+
+class Encoder(Protocol):
+    """Makes sentence vectors (float32, one row a text) of texts in the batches given."""
+
+    def encode(self, texts: list[str], batch_size: int) -> np.ndarray: ...
+
+
+@dataclass
+class TorchEncoder:
+    """sentence-transformers' own encode, in the model's dtype (fp32, or bf16 where native)."""
+
+    st: Any
+
+    def encode(self, texts: list[str], batch_size: int) -> np.ndarray:
+        import torch
+
+        with torch.inference_mode():
+            vectors = self.st.encode(
+                texts,
+                batch_size=batch_size,
+                convert_to_numpy=False,
+                convert_to_tensor=True,
+                show_progress_bar=False,
+            )
+        return vectors.float().cpu().numpy()
+
+
+@dataclass
+class GraphEncoder:
+    """An exported graph of the whole model; the sentence-transformers model tokenizes.
+
+    Batches are cut from the texts in the order given, so equal inputs give equal batches.
+    """
+
+    st: Any
+    inputs: tuple[str, ...]
+    run: Callable[[dict[str, np.ndarray]], np.ndarray]
+
+    def encode(self, texts: list[str], batch_size: int) -> np.ndarray:
+        out = []
+        for start in range(0, len(texts), batch_size):
+            features = self.st.preprocess(texts[start : start + batch_size])
+            out.append(self.run({name: features[name].numpy() for name in self.inputs}))
+        return np.concatenate(out).astype(np.float32, copy=False)
+
+
+def input_names(st: Any) -> tuple[str, ...]:
+    """The tensors the model's tokenizer gives (input_ids, attention_mask, ...)."""
+    import torch
+
+    features = st.preprocess(list(PROBE_TEXTS[:2]))
+    return tuple(name for name, value in features.items() if isinstance(value, torch.Tensor))
+
+
+def whole_model(st: Any, names: tuple[str, ...]):
+    """The sentence-transformers pipeline (transformer, pooling, normalise) as one module
+    taking its input tensors positionally, as exporters want them."""
+    import torch
+
+    class Pipeline(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.st = st
+
+        def forward(self, *tensors: torch.Tensor) -> torch.Tensor:
+            return self.st(dict(zip(names, tensors, strict=True)))["sentence_embedding"]
+
+    return Pipeline().eval()
+
+
+def export_openvino(st: Any, folder: Path) -> None:
+    """OpenVINO IR of the whole model, weights kept in fp32, into `folder`."""
+    import openvino as ov
+    import torch
+
+    names = input_names(st)
+    example = st.preprocess(list(PROBE_TEXTS[:2]))
+    with torch.inference_mode(), warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the tracer's notes on constant shape checks
+        graph = ov.convert_model(
+            whole_model(st, names),
+            example_input=tuple(example[name] for name in names),
+            input=[(ov.PartialShape([-1, -1]), ov.Type.i64)] * len(names),
+        )
+    for port, name in zip(graph.inputs, names, strict=True):
+        port.get_tensor().set_names({name})
+    # save_model stores weights as fp16 unless told not to: the vectors would change.
+    ov.save_model(graph, folder / "model.xml", compress_to_fp16=False)
+
+
+def export_onnx(path: Path, folder: Path) -> None:
+    """ONNX graph of the whole model with ONNX Runtime's fp32 transformer fusions."""
+    import torch
+    from onnxruntime.transformers.optimizer import optimize_model
+    from sentence_transformers import SentenceTransformer
+
+    # Eager attention exports as MatMul/Softmax, the pattern ONNX Runtime fuses into its
+    # Attention kernel; the SDPA export stays unfused and ran 10% slower (bench/encoders.py).
+    st = SentenceTransformer(str(path), device="cpu", model_kwargs={"attn_implementation": "eager"})
+    names = input_names(st)
+    example = st.preprocess(list(PROBE_TEXTS[:2]))
+    raw = folder / "raw.onnx"
+    axes = {name: {0: "batch", 1: "tokens"} for name in names}
+    with torch.inference_mode(), warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the tracer's notes on constant shape checks
+        # The TorchScript exporter: the torch.export one needs onnxscript, another 10 MB.
+        torch.onnx.export(
+            whole_model(st, names),
+            tuple(example[name] for name in names),
+            str(raw),
+            dynamo=False,
+            input_names=list(names),
+            output_names=["sentence_embedding"],
+            dynamic_axes={**axes, "sentence_embedding": {0: "batch"}},
+            opset_version=17,
+        )
+    # Fusions only: no fp16 conversion, no GELU approximation (both change the vectors).
+    optimize_model(str(raw), model_type="bert", opt_level=1, use_gpu=False).save_model_to_file(
+        str(folder / "model.onnx")
+    )
+    raw.unlink()
+
+
+def openvino_encoder(st: Any, folder: Path, threads: int) -> GraphEncoder:
+    """The exported model compiled by OpenVINO for this CPU, in fp32."""
+    import openvino as ov
+
+    # Without the hint OpenVINO computes in bf16 on CPUs that have it.
+    config = {"INFERENCE_PRECISION_HINT": "f32", "INFERENCE_NUM_THREADS": threads}
+    compiled = ov.Core().compile_model(folder / "model.xml", "CPU", config)
+    request = compiled.create_infer_request()
+    output = compiled.outputs[0]
+    return GraphEncoder(st, input_names(st), lambda feed: request.infer(feed)[output].copy())
+
+
+def onnx_encoder(st: Any, folder: Path, threads: int) -> GraphEncoder:
+    """The exported model in an ONNX Runtime session on the CPU."""
+    import onnxruntime as ort
+
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = threads
+    options.inter_op_num_threads = 1
+    session = ort.InferenceSession(
+        str(folder / "model.onnx"), options, providers=["CPUExecutionProvider"]
+    )
+    names = tuple(i.name for i in session.get_inputs())
+    return GraphEncoder(st, names, lambda feed: session.run(None, feed)[0])
+
+
+EXPORTERS: dict[str, Callable[[Any, Path, Path], None]] = {
+    "openvino": lambda st, path, folder: export_openvino(st, folder),
+    "onnxruntime": lambda st, path, folder: export_onnx(path, folder),
+}
+LOADERS: dict[str, Callable[[Any, Path, int], GraphEncoder]] = {
+    "openvino": openvino_encoder,
+    "onnxruntime": onnx_encoder,
+}
+
+
+def library_version(name: str) -> str:
+    try:
+        return version(name)
+    except PackageNotFoundError:
+        return "missing"
+
+
+def export_folder(cache: Path, backend: str, weights_sha256: str) -> Path:
+    """Where the export of these weights by this backend lives: the weights' hash and the
+    versions of the exporter and the runtime name it, so an upgrade exports anew."""
+    key = f"{backend}-{library_version(backend)}-torch-{library_version('torch')}"
+    return cache / weights_sha256[:16] / key
+
+
+def agreement(vectors: np.ndarray, exact: np.ndarray) -> tuple[float, float]:
+    """Mean and least cosine of rows of `vectors` to the rows of `exact`."""
+    unit = vectors / np.linalg.norm(vectors, axis=1, keepdims=True)
+    cosine = np.sum(unit * (exact / np.linalg.norm(exact, axis=1, keepdims=True)), axis=1)
+    return float(cosine.mean()), float(cosine.min())
+
+
+def exported_encoder(
+    st: Any,
+    path: Path,
+    weights_sha256: str,
+    backend: str,
+    cache: Path,
+    threads: int,
+    min_mean_cosine: float = MIN_MEAN_COSINE,
+    min_cosine: float = MIN_COSINE,
+) -> GraphEncoder:
+    """The model run by `backend`, exported now unless already on disk.
+
+    A fresh export is checked against fp32 torch on PROBE_TEXTS and moved into the cache
+    only if it agrees; processes exporting at once each write their own folder first.
+
+    Raises:
+        RuntimeError: the export's vectors do not agree with fp32 torch.
+    """
+    folder = export_folder(cache, backend, weights_sha256)
+    if folder.exists():
+        return LOADERS[backend](st, folder, threads)
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    work = folder.with_name(f".{folder.name}.{os.getpid()}")
+    shutil.rmtree(work, ignore_errors=True)
+    work.mkdir()
+    try:
+        EXPORTERS[backend](st, path, work)
+        encoder = LOADERS[backend](st, work, threads)
+        texts = list(PROBE_TEXTS)
+        mean, least = agreement(encoder.encode(texts, 4), TorchEncoder(st).encode(texts, 4))
+        if mean < min_mean_cosine or least < min_cosine:
+            raise RuntimeError(
+                f"{backend} export disagrees with fp32 torch: mean cosine {mean:.6f}, "
+                f"min {least:.6f}"
+            )
+        # Another process may have published its export first: then that one is used.
+        with contextlib.suppress(OSError):
+            work.rename(folder)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    log.info("encoder: exported %s to %s", backend, folder)
+    return LOADERS[backend](st, folder, threads)

@@ -1,0 +1,137 @@
+"""Exported encoders (OpenVINO, ONNX Runtime) against fp32 torch, with the real model."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+import pytest
+
+from flows import embed, encoders
+from tests.conftest import SAMPLE_RAW
+
+BACKENDS = {"openvino-fp32": "openvino", "onnx-fp32": "onnxruntime"}
+
+
+def sample_texts() -> list[str]:
+    """The 38 abstracts of data/raw, as the hand-written baseline reads them."""
+    return [
+        block.strip()
+        for path in sorted(SAMPLE_RAW.glob("*.txt"))
+        for block in path.read_text(encoding="utf-8").split("\n\n")[1:]
+        if block.strip()
+    ]
+
+
+@pytest.fixture(scope="module")
+def export_cache(tmp_path_factory) -> Path:
+    """One fresh encoder cache for this module: every backend is exported here once."""
+    return tmp_path_factory.mktemp("encoders")
+
+
+@pytest.fixture(scope="module")
+def fp32():
+    return embed.load_torch(embed.PACKAGED_MODEL, "cpu", "fp32")
+
+
+def exported(fp32, backend: str, cache: Path, threads: int = 2) -> encoders.GraphEncoder:
+    pytest.importorskip(backend)
+    torch_encoder, info = fp32
+    return encoders.exported_encoder(
+        torch_encoder.st, Path(info.path), info.weights_sha256, backend, cache, threads
+    )
+
+
+def unit(vectors: np.ndarray) -> np.ndarray:
+    return vectors / np.linalg.norm(vectors, axis=1, keepdims=True)
+
+
+@pytest.mark.parametrize("backend", BACKENDS.values())
+def test_export_agrees_with_fp32_torch_on_the_sample(fp32, export_cache, backend):
+    encoder = exported(fp32, backend, export_cache)
+    texts = sample_texts()
+    assert len(texts) == 38
+    fast = unit(encoder.encode(texts, 8))
+    exact = unit(fp32[0].encode(texts, 8))
+    cosine = np.sum(fast * exact, axis=1)
+    assert cosine.mean() >= encoders.MIN_MEAN_COSINE
+    assert cosine.min() >= encoders.MIN_COSINE
+    # The graph holds the whole model: mean pooling and normalisation included.
+    np.testing.assert_allclose(np.linalg.norm(fast, axis=1), 1.0, atol=1e-5)
+    files = sorted(
+        p.name
+        for p in encoders.export_folder(export_cache, backend, fp32[1].weights_sha256).iterdir()
+    )
+    assert files == (["model.bin", "model.xml"] if backend == "openvino" else ["model.onnx"])
+
+
+@pytest.mark.parametrize("backend", BACKENDS.values())
+def test_export_vectors_are_bit_identical_run_to_run_and_across_threads(
+    fp32, export_cache, backend
+):
+    texts = sample_texts()[:20]
+    two = exported(fp32, backend, export_cache, threads=2)
+    first, again = two.encode(texts, 8), two.encode(texts, 8)
+    # Loaded again from the cache with one thread, as a Dask worker with one slot would.
+    one = exported(fp32, backend, export_cache, threads=1).encode(texts, 8)
+    assert np.array_equal(first, again)
+    assert np.array_equal(first, one)
+
+
+def test_failed_export_falls_back_to_torch_and_says_why(tmp_path, monkeypatch, caplog):
+    pytest.importorskip("openvino")
+    blocker = tmp_path / "not-a-folder"
+    blocker.write_text("the encoder cache cannot be made under a file")
+    monkeypatch.setenv("PAPERLAKE_ENCODER_CACHE", str(blocker / "encoders"))
+    embed.load_model.cache_clear()
+    try:
+        with caplog.at_level(logging.WARNING, logger="paperlake"):
+            encoder, info = embed.load_model(embed.PACKAGED_MODEL, "cpu", "openvino-fp32")
+    finally:
+        embed.load_model.cache_clear()  # later tests load the export from a working cache
+    assert isinstance(encoder, encoders.TorchEncoder)
+    assert info.precision == "fp32"
+    assert "openvino-fp32 unavailable (NotADirectoryError" in caplog.text
+    assert "encoding with torch fp32" in caplog.text
+
+
+def test_disagreeing_export_is_refused(fp32, tmp_path):
+    pytest.importorskip("openvino")
+    torch_encoder, info = fp32
+    with pytest.raises(RuntimeError, match="openvino export disagrees with fp32 torch"):
+        # A bound no real encoder meets stands in for an export that went wrong.
+        encoders.exported_encoder(
+            torch_encoder.st, Path(info.path), info.weights_sha256, "openvino", tmp_path, 2,
+            min_mean_cosine=1.5,
+        )  # fmt: skip
+    assert not any(tmp_path.rglob("model.xml"))  # nothing refused is kept
+
+
+@pytest.mark.parametrize("precision", BACKENDS)
+def test_recorded_precision_names_the_backend(precision, export_cache, monkeypatch, tmp_path):
+    pytest.importorskip(BACKENDS[precision])
+    monkeypatch.setenv("PAPERLAKE_ENCODER_CACHE", str(export_cache))
+    embed.load_model.cache_clear()
+    texts = sample_texts()[:3]
+    papers = pl.DataFrame({"paper_id": ["a", "b", "c"], "title": [None] * 3, "abstract": texts})
+    result = embed.embed_papers(
+        papers, device="cpu", precision=precision, show_progress=False, cache_dir=tmp_path
+    )
+    exact = embed.embed_papers(
+        papers, device="cpu", precision="fp32", show_progress=False, cache_dir=tmp_path
+    )
+    assert result.info.precision == precision
+    assert (result.computed, exact.computed) == (3, 3)  # no vectors shared across backends
+    folders = {embed.EmbeddingCache(tmp_path, r.info).folder for r in (result, exact)}
+    assert len(folders) == 2 and all(f.exists() for f in folders)
+    assert result.agreement["sample"] == 3
+    assert result.agreement["min_cosine"] >= encoders.MIN_COSINE
+
+
+def test_auto_keeps_bf16_where_native_else_the_fastest_exact_export():
+    expected = "bf16" if embed.cpu_has_bf16() else "openvino-fp32"
+    assert embed.choose_precision("auto", "cpu") == expected
+    assert embed.choose_precision("fp32", "cpu") == "fp32"  # plain torch, as asked
+    assert embed.choose_precision("auto", "cuda") == "fp16"
