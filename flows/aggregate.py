@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import hashlib
-import logging
 import math
 import os
 from collections.abc import Callable
@@ -452,6 +451,7 @@ def cluster_topics(
     seed: int,
     previous: dict[int, np.ndarray] | None = None,
     refit: bool = False,
+    previous_papers: set[str] | None = None,
 ) -> tuple[pl.DataFrame, pl.DataFrame, str]:
     """Topics of unit vectors, carried over from the previous version where there is one.
 
@@ -471,7 +471,7 @@ def cluster_topics(
         return *topic_frames(ids, vectors, np.zeros(0, np.int64), {}), "no papers"
     why = "fit"
     if previous and n_topics is None and not refit:
-        updated = update_topics(ids, vectors, previous)
+        updated = update_topics(ids, vectors, previous, previous_papers)
         if updated is not None:
             labels, topic_of, note = updated
             return *topic_frames(ids, vectors, labels, topic_of), note
@@ -509,15 +509,21 @@ def clusters_by_size(ids: list[str], labels: np.ndarray) -> list[int]:
 
 
 def update_topics(
-    ids: list[str], vectors: np.ndarray, previous: dict[int, np.ndarray]
+    ids: list[str],
+    vectors: np.ndarray,
+    previous: dict[int, np.ndarray],
+    previous_papers: set[str] | None = None,
 ) -> tuple[np.ndarray, dict[int, int], str] | None:
-    """Carry the previous topics over: each paper joins its nearest topic, and papers that
-    fit none form new topics where they make a dense group. None when topics drifted.
+    """Carry the previous topics over: each paper joins its nearest topic, and new papers
+    and papers that fit no topic form new topics where they make a dense group. None when
+    the topics drifted.
 
     A paper fits no topic when its cosine to its nearest centroid lies below that topic's
-    usual range (median - 3 MADs of its papers' cosines). Such papers are grouped by
-    average-linkage clustering; a group of TOPIC_MIN_PAPERS or more whose papers are as
-    close to one another as a typical topic's becomes a new topic with a new id.
+    usual range (median - 3 MADs of its papers' cosines). Such papers, and the papers the
+    previous version did not hold, are grouped by average-linkage clustering (a group's
+    papers as close to one another as a typical topic's); a group of TOPIC_MIN_PAPERS or
+    more that lies closer around its own centre than its papers lie to their old topics
+    becomes a new topic with a new id.
 
     Returns:
         a label per paper, label -> topic id, and what was done.
@@ -534,28 +540,31 @@ def update_topics(
             median = np.median(mine)
             floor[t] = median - 3 * 1.4826 * np.median(np.abs(mine - median))
     outlier = best < floor[nearest]
-    if outlier.mean() > TOPIC_DRIFT_MAX or outlier.sum() > TOPIC_OUTLIERS_MAX:
+    fresh_paper = np.array([p not in previous_papers for p in ids]) if previous_papers else outlier
+    open_rows = np.flatnonzero(outlier | fresh_paper)
+    if outlier.mean() > TOPIC_DRIFT_MAX or len(open_rows) > TOPIC_OUTLIERS_MAX:
         return None
     cohesion = float(np.median(best[~outlier])) if (~outlier).any() else 0.0
     groups: list[np.ndarray] = []
-    if outlier.sum() >= TOPIC_MIN_PAPERS:
-        rows = np.flatnonzero(outlier)
+    if len(open_rows) >= TOPIC_MIN_PAPERS:
         grouping = AgglomerativeClustering(
             n_clusters=None, metric="cosine", linkage="average",
             distance_threshold=1 - cohesion**2,  # papers of a topic: cosine ~ cohesion^2
-        ).fit(vectors[rows])  # fmt: skip
+        ).fit(vectors[open_rows])  # fmt: skip
         for label in np.unique(grouping.labels_):
-            members = rows[grouping.labels_ == label]
-            if len(members) >= TOPIC_MIN_PAPERS:
+            members = open_rows[grouping.labels_ == label]
+            if len(members) < TOPIC_MIN_PAPERS:
+                continue
+            centre = unit_rows(vectors[members].mean(axis=0, keepdims=True))[0]
+            if (vectors[members] @ centre).mean() > best[members].mean():
                 groups.append(members)
     groups.sort(key=lambda g: (-len(g), min(ids[i] for i in g)))
     fresh = [unit_rows(vectors[g].mean(axis=0, keepdims=True))[0] for g in groups]
     every = np.vstack([centroids, *fresh]) if fresh else centroids
     labels, _ = nearest_centroids(vectors, every)
     # One k-means step: centroids follow their papers, and papers the nearer centroid.
-    present = np.unique(labels)
     moved = every.copy()
-    for label in present:
+    for label in np.unique(labels):
         moved[label] = unit_rows(vectors[labels == label].mean(axis=0, keepdims=True))[0]
     labels, _ = nearest_centroids(vectors, moved)
     if (outlier | (labels >= len(old_ids))).mean() > TOPIC_DRIFT_MAX:
@@ -564,7 +573,11 @@ def update_topics(
     next_id = max(old_ids) + 1
     for g in range(len(fresh)):
         topic_of[len(old_ids) + g] = next_id + g
-    note = f"updated: {int(outlier.sum())} papers fit no topic, {len(fresh)} new topics"
+    joined = int((labels >= len(old_ids)).sum())
+    note = (
+        f"updated: {int(fresh_paper.sum()) if previous_papers else 0} papers new, "
+        f"{int(outlier.sum())} fit no topic; {len(fresh)} new topics ({joined} papers)"
+    )
     return labels.astype(np.int64), topic_of, note
 
 
@@ -650,6 +663,7 @@ def build_aggregates(
     n_topics: int | None,
     seed: int,
     previous_topics: dict[int, np.ndarray] | None = None,
+    previous_papers: set[str] | None = None,
     neighbors_method: str = "auto",
     exact_neighbors_max: int = 20_000,
     search: Callable[[list[str], np.ndarray], pl.DataFrame] | None = None,
@@ -660,6 +674,7 @@ def build_aggregates(
 
     Args:
         previous_topics: topic id -> centroid of the previous version, to keep ids stable.
+        previous_papers: the papers of the previous version (new topics form among others).
         neighbors_method: auto, exact or hnsw (see `nearest`).
         search: finds each paper's candidate lists (`candidates`) of (ids, vectors) another
             way: on a cluster's workers, or by updating the last run's lists; without it,
@@ -680,9 +695,11 @@ def build_aggregates(
         found = search(ids, vectors)
     top, pairs = split_candidates(found, k, threshold)
     assignments, centroids, topic_note = cluster_topics(
-        ids, vectors, n_topics, seed, previous_topics, refit_topics
+        ids, vectors, n_topics, seed, previous_topics, refit_topics, previous_papers
     )
-    logging.getLogger("paperlake").info("topics: %s", topic_note)
+    from flows.run_record import run_logger  # the flow run's log when inside one
+
+    run_logger().info("topics: %s", topic_note)
     for name, frame in (
         ("neighbor_candidates", top),
         ("similar_pairs", pairs),

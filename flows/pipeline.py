@@ -141,10 +141,8 @@ def aggregate_papers(
     `model_key` names the vectors (model, weights, precision): the last run's neighbour
     lists are updated only for vectors of the same model.
     """
-    previous = {
-        topic: np.asarray(centroid, dtype=np.float32)
-        for topic, centroid in publish.previous_topics(settings).items()
-    }
+    centroids, previous_papers = publish.previous_topics(settings)
+    previous = {topic: np.asarray(c, dtype=np.float32) for topic, c in centroids.items()}
     width = max(settings.neighbors_k, aggregate.PAIR_CAP)
     lists = aggregate.NeighbourLists(settings.cache_path / "neighbors", model_key, width)
     workers = cluster_workers()
@@ -193,6 +191,7 @@ def aggregate_papers(
             n_topics=settings.n_topics,
             seed=settings.seed,
             previous_topics=previous,
+            previous_papers=previous_papers,
             neighbors_method=settings.neighbors_method,
             exact_neighbors_max=settings.exact_neighbors_max,
             search=search,

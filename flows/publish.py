@@ -81,20 +81,23 @@ def latest_published(settings: Settings) -> tuple[int, str] | None:
         con.close()
 
 
-def previous_topics(settings: Settings) -> dict[int, list[float]]:
-    """Topic id -> centroid in the latest version, so that the next one keeps the ids."""
+def previous_topics(settings: Settings) -> tuple[dict[int, list[float]], set[str]]:
+    """Topic id -> centroid in the latest version, and the papers it held: the next
+    version carries the topics over and looks for new ones among the papers it adds."""
     if not catalog_exists(settings):
-        return {}
+        return {}, set()
     con = connect()
     try:
         attach(con, settings, read_only=True)
         if not table_exists(con, "topics"):
-            return {}
+            return {}, set()
         columns = {r[0] for r in con.execute("describe topics").fetchall()}
         if "centroid" not in columns:
-            return {}
+            return {}, set()
         rows = con.execute("select topic_id, centroid from topics where centroid is not null")
-        return dict(rows.fetchall())
+        centroids = dict(rows.fetchall())
+        papers = {r[0] for r in con.execute("select paper_id from paper_topics").fetchall()}
+        return centroids, papers
     finally:
         con.close()
 

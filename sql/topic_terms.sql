@@ -1,17 +1,26 @@
 -- topic_terms: the most distinctive terms of every topic, by class-based TF-IDF.
 -- grain: one row per (topic_id, term) among each topic's top terms.
 -- upstream: papers, paper_topics, stopwords.
--- Weight of term t in topic c: (share of c's papers that use t) * ln(N / papers using t),
--- so a term counts once per paper and words common to the whole corpus fall away.
-with tokens as (
-    select distinct
+-- Terms are words and two-word phrases ("speculative decoding", "breast cancer") whose
+-- words are both kept. Weight of term t in topic c: (share of c's papers that use t) *
+-- ln(N / papers using t), so a term counts once per paper and words common to the whole
+-- corpus fall away.
+with words as (
+    select
         paper_topics.topic_id,
         papers.paper_id,
-        unnest(
-            regexp_extract_all(lower(papers.abstract), '[a-z][a-z0-9]*(?:-[a-z0-9]+)*')
-        ) as word
+        regexp_extract_all(lower(papers.abstract), '[a-z][a-z0-9]*(?:-[a-z0-9]+)*') as words
     from papers
     join paper_topics using (paper_id)
+),
+
+tokens as (
+    select
+        topic_id,
+        paper_id,
+        unnest(words) as word,
+        unnest(range(1, len(words) + 1)) as position
+    from words
 ),
 
 kept as (
@@ -38,10 +47,25 @@ singular as (
     from vocabulary as v
 ),
 
-paper_terms as (
-    select distinct kept.topic_id, kept.paper_id, singular.term
+unigrams as (
+    select kept.topic_id, kept.paper_id, kept.position, singular.term
     from kept
     join singular using (word)
+),
+
+-- Adjacent kept words of one abstract; the phrase folds its last word's plural.
+bigrams as (
+    select first.topic_id, first.paper_id, first.term || ' ' || second.term as term
+    from unigrams as first
+    join unigrams as second
+        on second.paper_id = first.paper_id and second.position = first.position + 1
+    where first.term <> second.term
+),
+
+paper_terms as (
+    select distinct topic_id, paper_id, term from unigrams
+    union
+    select distinct topic_id, paper_id, term from bigrams
 ),
 
 corpus as (
@@ -82,7 +106,10 @@ final as (
         docs,
         df,
         round(weight, 6) as weight,
-        row_number() over (partition by topic_id order by weight desc, term) as term_rank
+        -- At equal weight a phrase ranks before its words: it says more.
+        row_number() over (
+            partition by topic_id order by weight desc, contains(term, ' ') desc, term
+        ) as term_rank
     from weighted
     where weight > 0
     qualify term_rank <= getvariable('topic_terms')

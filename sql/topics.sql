@@ -2,6 +2,9 @@
 -- its centroid (matched against the next version's topics to keep ids stable).
 -- grain: one row per topic_id.
 -- upstream: paper_topics, topic_terms, topic_centroids.
+-- A label is the topic's first three terms, leaving out a word that a phrase ranked above
+-- it already says; where two topics would read the same (as a set of terms), the one
+-- with the larger id takes one term more.
 with sizes as (
     select topic_id, count(*) as papers, round(avg(distance), 6) as mean_distance
     from paper_topics
@@ -16,16 +19,56 @@ terms as (
     group by all
 ),
 
+said_before as (
+    select t.topic_id, t.term, t.term_rank
+    from topic_terms as t
+    where not exists (
+        select 1
+        from topic_terms as phrase
+        where phrase.topic_id = t.topic_id
+          and phrase.term_rank < t.term_rank
+          and contains(phrase.term, ' ')
+          and list_contains(string_split(phrase.term, ' '), t.term)
+    )
+),
+
+label_terms as (
+    select
+        topic_id,
+        list(term order by term_rank) as terms
+    from said_before
+    group by all
+),
+
+ranked_labels as (
+    select
+        topic_id,
+        terms,
+        row_number() over (
+            partition by list_sort(terms[1:3]) order by topic_id
+        ) as same_label_rank
+    from label_terms
+),
+
+labels as (
+    select
+        topic_id,
+        array_to_string(terms[1:case when same_label_rank > 1 then 4 else 3 end], ', ')
+            as label
+    from ranked_labels
+),
+
 final as (
     select
         sizes.topic_id,
-        array_to_string(coalesce(terms.top_terms, [])[1:3], ', ') as label,
+        coalesce(labels.label, '') as label,
         sizes.papers,
         sizes.mean_distance,
         coalesce(terms.top_terms, []) as top_terms,
         topic_centroids.centroid
     from sizes
     left join terms using (topic_id)
+    left join labels using (topic_id)
     left join topic_centroids using (topic_id)
     order by sizes.topic_id
 )

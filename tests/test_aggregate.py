@@ -223,7 +223,11 @@ def test_derived_tables_in_sql():
     ]
     labels = dict(con.execute("select topic_id, top_terms from topics").fetchall())
     topic_of = dict(con.execute("select paper_id, topic_id from paper_topics").fetchall())
-    assert labels[topic_of["a"]][:4] == ["decoding", "draft", "speculative", "token"]
+    assert labels[topic_of["a"]][:4] == ["speculative decoding", "decoding", "draft", "speculative"]
+    # Phrases label a topic, and their words are not said twice.
+    label = dict(con.execute("select topic_id, label from topics").fetchall())
+    assert label[topic_of["a"]] == "speculative decoding, draft, token"
+    assert label[topic_of["e"]] == "graph networks, weather forecasting, globe"
     assert "protein" in labels[topic_of["c"]]
     # "tokens" and "token" fold into one term; stop words never label a topic.
     assert "tokens" not in labels[topic_of["a"]] and "with" not in labels[topic_of["a"]]
@@ -308,14 +312,28 @@ def test_a_new_dense_theme_becomes_a_new_topic_and_old_ids_persist():
     previous = {t: np.asarray(c, dtype=np.float32) for t, c in centroids.iter_rows()}
     new = themes(centres[5:], 40, seed=2)  # 40 papers on a theme no topic covers
     ids = old_ids + [f"b{i:03d}" for i in range(40)]
-    grown, _, note = aggregate.cluster_topics(ids, np.vstack([old, new]), None, 42, previous)
-    assert note.startswith("updated:") and note.endswith("1 new topics")
+    grown, _, note = aggregate.cluster_topics(
+        ids, np.vstack([old, new]), None, 42, previous, previous_papers=set(old_ids)
+    )
+    assert note.startswith("updated: 40 papers new") and note.endswith("1 new topics (40 papers)")
     before = dict(topics.select("paper_id", "topic_id").rows())
     after = dict(grown.select("paper_id", "topic_id").rows())
     assert all(after[p] == before[p] for p in old_ids)  # every old paper keeps its topic id
     assert {after[f"b{i:03d}"] for i in range(40)} == {5}  # the new theme: new id 5
     # Its label set grows by one; nothing else moves.
     assert sorted(grown["topic_id"].unique()) == [0, 1, 2, 3, 4, 5]
+    # 40 new papers on the old themes form no topic: they join theirs.
+    same = themes(centres[:5], 8, seed=6)
+    ids = old_ids + [f"c{i:03d}" for i in range(40)]
+    joined, _, note = aggregate.cluster_topics(
+        ids, np.vstack([old, same]), None, 42, previous, previous_papers=set(old_ids)
+    )
+    assert note.endswith("0 new topics (0 papers)")
+    after = dict(joined.select("paper_id", "topic_id").rows())
+    assert all(after[p] == before[p] for p in old_ids)
+    assert [after[f"c{i:03d}"] for i in range(0, 40, 8)] == [
+        before[f"a{i:03d}"] for i in range(0, 400, 80)
+    ]
 
 
 def test_topics_drift_or_a_request_refit_them():
@@ -331,3 +349,28 @@ def test_topics_drift_or_a_request_refit_them():
     assert note.startswith("re-fit: more than 25% of papers fit no old topic (drift)")
     _, _, asked = aggregate.cluster_topics(old_ids, old, None, 42, previous, refit=True)
     assert asked.startswith("re-fit on request")
+
+
+def test_two_topics_never_read_the_same():
+    """Terms "breast, cancer, imputation" and "cancer, breast, imputation" once labelled two
+    topics; the second now takes a fourth term."""
+    con = connect()
+    terms = [
+        (0, "breast", 1), (0, "cancer", 2), (0, "imputation", 3), (0, "screening", 4),
+        (1, "cancer", 1), (1, "breast", 2), (1, "imputation", 3), (1, "survival", 4),
+        (2, "breast cancer", 1), (2, "breast", 2), (2, "tumour", 3), (2, "cancer", 4),
+        (2, "risk", 5),
+    ]  # fmt: skip
+    con.execute("create table topic_terms (topic_id int, term varchar, term_rank int)")
+    con.executemany("insert into topic_terms values (?, ?, ?)", terms)
+    con.execute(
+        "create table paper_topics as select * from (values ('p', 0, 0.1), ('q', 1, 0.1), "
+        "('r', 2, 0.1)) t(paper_id, topic_id, distance)"
+    )
+    con.execute("create table topic_centroids (topic_id int, centroid float[])")
+    labels = con.execute(f"select topic_id, label from ({read_sql('topics')})").fetchall()
+    assert labels == [
+        (0, "breast, cancer, imputation"),
+        (1, "cancer, breast, imputation, survival"),
+        (2, "breast cancer, tumour, risk"),
+    ]

@@ -66,7 +66,9 @@ def test_every_paper_has_a_topic_with_a_readable_label(sample_run):
         labels = [r[0] for r in con.execute("select label from topics").fetchall()]
     assert len(labels) >= 2
     for label in labels:
-        assert re.fullmatch(r"[a-z][a-z0-9-]+(, [a-z][a-z0-9-]+){2}", label), label
+        term = r"[a-z][a-z0-9-]+( [a-z][a-z0-9-]+)?"  # a word or a two-word phrase
+        assert re.fullmatch(rf"{term}(, {term}){{2,3}}", label), label
+    assert len(set(labels)) == len(labels)
 
 
 EXPECTED_FIRST_ROWS = {
