@@ -521,9 +521,9 @@ def update_topics(
     A paper fits no topic when its cosine to its nearest centroid lies below that topic's
     usual range (median - 3 MADs of its papers' cosines). Such papers, and the papers the
     previous version did not hold, are grouped by average-linkage clustering (a group's
-    papers as close to one another as a typical topic's); a group of TOPIC_MIN_PAPERS or
-    more that lies closer around its own centre than its papers lie to their old topics
-    becomes a new topic with a new id.
+    papers as close to one another as those of a loose old topic, `topic_closeness`); a
+    group of TOPIC_MIN_PAPERS or more that lies closer around its own centre than its
+    papers lie to their old topics becomes a new topic with a new id.
 
     Returns:
         a label per paper, label -> topic id, and what was done.
@@ -544,12 +544,13 @@ def update_topics(
     open_rows = np.flatnonzero(outlier | fresh_paper)
     if outlier.mean() > TOPIC_DRIFT_MAX or len(open_rows) > TOPIC_OUTLIERS_MAX:
         return None
-    cohesion = float(np.median(best[~outlier])) if (~outlier).any() else 0.0
     groups: list[np.ndarray] = []
     if len(open_rows) >= TOPIC_MIN_PAPERS:
+        settled = np.ones(len(ids), bool)
+        settled[open_rows] = False
         grouping = AgglomerativeClustering(
             n_clusters=None, metric="cosine", linkage="average",
-            distance_threshold=1 - cohesion**2,  # papers of a topic: cosine ~ cohesion^2
+            distance_threshold=1 - topic_closeness(vectors, nearest, settled),
         ).fit(vectors[open_rows])  # fmt: skip
         for label in np.unique(grouping.labels_):
             members = open_rows[grouping.labels_ == label]
@@ -579,6 +580,19 @@ def update_topics(
         f"{int(outlier.sum())} fit no topic; {len(fresh)} new topics ({joined} papers)"
     )
     return labels.astype(np.int64), topic_of, note
+
+
+def topic_closeness(vectors: np.ndarray, labels: np.ndarray, settled: np.ndarray) -> float:
+    """How close the papers of a loose but real topic lie to one another: the lower
+    quartile, over topics, of the mean cosine between a topic's settled papers (the first
+    200 of each)."""
+    closeness = []
+    for label in np.unique(labels):
+        members = vectors[np.flatnonzero((labels == label) & settled)[:200]]
+        if len(members) >= 5:
+            sims = members @ members.T
+            closeness.append((sims.sum() - np.trace(sims)) / (len(members) * (len(members) - 1)))
+    return float(np.percentile(closeness, 25)) if closeness else 0.5
 
 
 def nearest_centroids(vectors: np.ndarray, centroids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
