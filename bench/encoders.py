@@ -1,6 +1,6 @@
 """Encoders side by side on the bench corpus: texts/s and agreement with fp32 torch.
 
-Each precision (torch fp32 and bf16, the OpenVINO and ONNX Runtime fp32 exports) encodes
+Each precision (torch fp32 and bf16; OpenVINO fp32 and bf16, ONNX Runtime fp32) encodes
 the same N abstracts through `flows.embed.encode`, in turns, several rounds, so that a slow
 spell of a shared machine falls on all of them; the median round is reported. Exports are
 made (or found) in the encoder cache first, and their time reported apart.
@@ -25,7 +25,7 @@ from corpus import abstracts  # noqa: E402
 from flows import embed  # noqa: E402
 from flows.encoders import MIN_COSINE, MIN_MEAN_COSINE  # noqa: E402
 
-PRECISIONS = ("fp32", "bf16", "onnx-fp32", "openvino-fp32")
+PRECISIONS = ("fp32", "bf16", "onnx-fp32", "openvino-fp32", "openvino-bf16")
 
 
 def cpu_flags() -> str:

@@ -96,24 +96,27 @@ def choose_device(device: str) -> str:
 
 
 def choose_precision(precision: str, device: str) -> str:
-    """The precision (and backend) `auto` means here: torch bf16 where the CPU computes it
-    natively, fp16 on a GPU, else the fastest exact export that is installed."""
+    """The precision (and backend) `auto` means here: fp16 on a GPU; on a CPU, the fastest
+    encoder installed that agrees with fp32 torch (mean cosine >= 0.9999, min >= 0.999)."""
     if precision != "auto":
         return precision
     if device == "cuda":
         return "fp16"
+    # 1,000 bench abstracts on a 2-core AMD EPYC with AVX-512 BF16 (bench/encoders.py):
+    # torch fp32 21/s, bf16 40/s; OpenVINO fp32 28/s, bf16 50/s (cosine to fp32 >= 0.99996).
+    # Without native bf16, OpenVINO fp32 is the fastest exact one (ONNX Runtime: 25/s).
+    openvino = importlib.util.find_spec("openvino") is not None
     if cpu_has_bf16():
-        return "bf16"
-    # OpenVINO fp32 on an AVX2 EPYC (2 cores, 1,000 bench abstracts): 29.6 abstracts/s
-    # against torch fp32's 21.3/s and ONNX Runtime's 25.0/s, cosine to torch >= 0.99999.
-    return "openvino-fp32" if importlib.util.find_spec("openvino") else "fp32"
+        return "openvino-bf16" if openvino else "bf16"
+    return "openvino-fp32" if openvino else "fp32"
 
 
 @lru_cache(maxsize=4)
 def load_model(model: str, device: str = "auto", precision: str = "auto"):
     """The encoder of `model` and its ModelInfo (loaded once per process).
 
-    An export that cannot be made or loaded falls back to torch fp32, with the reason logged.
+    An export that cannot be made, loaded or trusted falls back to torch at fp32, with the
+    reason logged.
     """
     device = choose_device(device)
     precision = choose_precision(precision, device)
@@ -124,8 +127,8 @@ def load_model(model: str, device: str = "auto", precision: str = "auto"):
     fp32, info = load_torch(model, device, "fp32")
     try:
         encoder = exported_encoder(
-            fp32.st, Path(info.path), info.weights_sha256, EXPORTED[precision],
-            encoder_cache(), compute_threads(),
+            fp32.st, Path(info.path), info.weights_sha256, precision, encoder_cache(),
+            compute_threads(),
         )  # fmt: skip
     except Exception as exc:  # any failure of an optional backend: torch still works
         logging.getLogger("paperlake").warning(

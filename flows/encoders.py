@@ -1,8 +1,9 @@
 """Encoders: one sentence-transformers model run by torch, OpenVINO or ONNX Runtime.
 
-Exported graphs are fp32 (no quantisation, no fp16 weights), made once per machine from
-the model's own weights, checked against fp32 torch before use and kept on disk under a
-key of the weights' sha256 and the library versions that made them.
+Exported graphs hold fp32 weights (no quantisation, no fp16), are made once per machine
+from the model's own weights and kept on disk under a key of the weights' sha256 and the
+library versions that made them. They compute in fp32, or in bf16 where the CPU has it
+(openvino-bf16); every load is checked against fp32 torch before use.
 """
 
 from __future__ import annotations
@@ -14,14 +15,13 @@ import shutil
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any, Protocol
 
 import numpy as np
 
-# Precisions that name another backend than torch; each runs fp32 on the CPU.
-EXPORTED = {"openvino-fp32": "openvino", "onnx-fp32": "onnxruntime"}
 # An export is kept only when its vectors agree with fp32 torch this closely (cosine).
 MIN_MEAN_COSINE = 0.9999
 MIN_COSINE = 0.999
@@ -159,12 +159,12 @@ def export_onnx(path: Path, folder: Path) -> None:
     raw.unlink()
 
 
-def openvino_encoder(st: Any, folder: Path, threads: int) -> GraphEncoder:
-    """The exported model compiled by OpenVINO for this CPU, in fp32."""
+def openvino_encoder(st: Any, folder: Path, threads: int, hint: str) -> GraphEncoder:
+    """The exported model compiled by OpenVINO for this CPU, computing in `hint` (f32, bf16)."""
     import openvino as ov
 
-    # Without the hint OpenVINO computes in bf16 on CPUs that have it.
-    config = {"INFERENCE_PRECISION_HINT": "f32", "INFERENCE_NUM_THREADS": threads}
+    # Without the hint OpenVINO picks bf16 by itself on CPUs that have it.
+    config = {"INFERENCE_PRECISION_HINT": hint, "INFERENCE_NUM_THREADS": threads}
     compiled = ov.Core().compile_model(folder / "model.xml", "CPU", config)
     request = compiled.create_infer_request()
     output = compiled.outputs[0]
@@ -189,10 +189,13 @@ EXPORTERS: dict[str, Callable[[Any, Path, Path], None]] = {
     "openvino": lambda st, path, folder: export_openvino(st, folder),
     "onnxruntime": lambda st, path, folder: export_onnx(path, folder),
 }
+# Each precision: the export it runs and how it loads one.
 LOADERS: dict[str, Callable[[Any, Path, int], GraphEncoder]] = {
-    "openvino": openvino_encoder,
-    "onnxruntime": onnx_encoder,
+    "openvino-fp32": partial(openvino_encoder, hint="f32"),
+    "openvino-bf16": partial(openvino_encoder, hint="bf16"),
+    "onnx-fp32": onnx_encoder,
 }
+EXPORTED = {"openvino-fp32": "openvino", "openvino-bf16": "openvino", "onnx-fp32": "onnxruntime"}
 
 
 def library_version(name: str) -> str:
@@ -216,45 +219,65 @@ def agreement(vectors: np.ndarray, exact: np.ndarray) -> tuple[float, float]:
     return float(cosine.mean()), float(cosine.min())
 
 
-def exported_encoder(
-    st: Any,
-    path: Path,
-    weights_sha256: str,
-    backend: str,
-    cache: Path,
-    threads: int,
-    min_mean_cosine: float = MIN_MEAN_COSINE,
-    min_cosine: float = MIN_COSINE,
-) -> GraphEncoder:
-    """The model run by `backend`, exported now unless already on disk.
-
-    A fresh export is checked against fp32 torch on PROBE_TEXTS and moved into the cache
-    only if it agrees; processes exporting at once each write their own folder first.
+def check_agreement(
+    encoder: Encoder, st: Any, name: str, min_mean_cosine: float, min_cosine: float
+) -> None:
+    """Refuse an encoder whose vectors of PROBE_TEXTS stray from fp32 torch's.
 
     Raises:
-        RuntimeError: the export's vectors do not agree with fp32 torch.
+        RuntimeError: the mean or least cosine is below its bound.
     """
-    folder = export_folder(cache, backend, weights_sha256)
-    if folder.exists():
-        return LOADERS[backend](st, folder, threads)
+    texts = list(PROBE_TEXTS)
+    mean, least = agreement(encoder.encode(texts, 4), TorchEncoder(st).encode(texts, 4))
+    if mean < min_mean_cosine or least < min_cosine:
+        raise RuntimeError(
+            f"{name} disagrees with fp32 torch: mean cosine {mean:.6f}, min {least:.6f}"
+        )
+
+
+def export(st: Any, path: Path, backend: str, folder: Path, threads: int) -> None:
+    """Export the model into `folder` by `backend`, kept only if its fp32 vectors agree.
+
+    Processes exporting at once each write their own folder first; the first to finish
+    publishes it, the others' are dropped.
+    """
     folder.parent.mkdir(parents=True, exist_ok=True)
     work = folder.with_name(f".{folder.name}.{os.getpid()}")
     shutil.rmtree(work, ignore_errors=True)
     work.mkdir()
     try:
         EXPORTERS[backend](st, path, work)
-        encoder = LOADERS[backend](st, work, threads)
-        texts = list(PROBE_TEXTS)
-        mean, least = agreement(encoder.encode(texts, 4), TorchEncoder(st).encode(texts, 4))
-        if mean < min_mean_cosine or least < min_cosine:
-            raise RuntimeError(
-                f"{backend} export disagrees with fp32 torch: mean cosine {mean:.6f}, "
-                f"min {least:.6f}"
-            )
-        # Another process may have published its export first: then that one is used.
-        with contextlib.suppress(OSError):
+        fp32 = next(p for p, b in EXPORTED.items() if b == backend and p.endswith("fp32"))
+        encoder = LOADERS[fp32](st, work, threads)
+        check_agreement(encoder, st, f"{backend} export", MIN_MEAN_COSINE, MIN_COSINE)
+        with contextlib.suppress(OSError):  # another process published first: theirs is used
             work.rename(folder)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     log.info("encoder: exported %s to %s", backend, folder)
-    return LOADERS[backend](st, folder, threads)
+
+
+def exported_encoder(
+    st: Any,
+    path: Path,
+    weights_sha256: str,
+    precision: str,
+    cache: Path,
+    threads: int,
+    min_mean_cosine: float = MIN_MEAN_COSINE,
+    min_cosine: float = MIN_COSINE,
+) -> GraphEncoder:
+    """The model run at `precision` (a key of EXPORTED), exported now unless on disk.
+
+    Every load is checked against fp32 torch on PROBE_TEXTS (a few tenths of a second):
+    a reduced precision is judged on the CPU that runs it.
+
+    Raises:
+        RuntimeError: the vectors do not agree with fp32 torch within the bounds.
+    """
+    folder = export_folder(cache, EXPORTED[precision], weights_sha256)
+    if not folder.exists():
+        export(st, path, EXPORTED[precision], folder, threads)
+    encoder = LOADERS[precision](st, folder, threads)
+    check_agreement(encoder, st, precision, min_mean_cosine, min_cosine)
+    return encoder
