@@ -5,7 +5,7 @@ STAMP := $(VENV)/.installed
 BENCH_N ?= 1000
 BENCH_PAIRS ?= 3
 
-.PHONY: run test lint format bench bench-scaling bench-search bench-memory bench-cluster bench-duplicates clean
+.PHONY: run test lint format bench bench-scaling bench-search bench-memory bench-cluster bench-duplicates bench-incremental clean
 
 $(STAMP): pyproject.toml
 	python3 -m venv $(VENV)
@@ -53,6 +53,10 @@ bench-cluster: $(STAMP)
 # Peak memory of the aggregate stage on 5,000 papers that are all copies of one another.
 bench-duplicates: $(STAMP)
 	$(PY) bench/duplicates.py --papers 5000
+
+# +1% new abstracts on warehouses of 1,000 and 10,000: seconds per stage, side by side.
+bench-incremental: $(STAMP)
+	$(PY) bench/incremental.py --sizes 1000 10000
 
 clean:
 	rm -rf warehouse/catalog.ducklake* warehouse/data warehouse/dq warehouse/gx warehouse/cache

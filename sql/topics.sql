@@ -2,9 +2,9 @@
 -- its centroid (matched against the next version's topics to keep ids stable).
 -- grain: one row per topic_id.
 -- upstream: paper_topics, topic_terms, topic_centroids.
--- A label is the topic's first three terms, leaving out a word that a phrase ranked above
--- it already says; where two topics would read the same (as a set of terms), the one
--- with the larger id takes one term more.
+-- A label is the topic's first three terms, a phrase in place of its words (it says them
+-- already); where two topics would read the same (as a set of terms), the one with the
+-- larger id takes one term more.
 with sizes as (
     select topic_id, count(*) as papers, round(avg(distance), 6) as mean_distance
     from paper_topics
@@ -19,24 +19,38 @@ terms as (
     group by all
 ),
 
-said_before as (
-    select t.topic_id, t.term, t.term_rank
+-- A phrase takes the place of its best-ranked word, and its words leave the label.
+phrase_words as (
+    select topic_id, term, term_rank, unnest(string_split(term, ' ')) as word
+    from topic_terms
+    where contains(term, ' ')
+),
+
+phrases as (
+    select
+        phrase_words.topic_id,
+        phrase_words.term,
+        least(min(phrase_words.term_rank), min(words.term_rank)) as label_rank
+    from phrase_words
+    left join topic_terms as words
+        on words.topic_id = phrase_words.topic_id and words.term = phrase_words.word
+    group by all
+),
+
+single_words as (
+    select topic_id, term, term_rank as label_rank
     from topic_terms as t
-    where not exists (
-        select 1
-        from topic_terms as phrase
-        where phrase.topic_id = t.topic_id
-          and phrase.term_rank < t.term_rank
-          and contains(phrase.term, ' ')
-          and list_contains(string_split(phrase.term, ' '), t.term)
-    )
+    where not contains(term, ' ')
+      and not exists (
+          select 1 from phrase_words as p where p.topic_id = t.topic_id and p.word = t.term
+      )
 ),
 
 label_terms as (
     select
         topic_id,
-        list(term order by term_rank) as terms
-    from said_before
+        list(term order by label_rank, term) as terms
+    from (select * from phrases union all select * from single_words)
     group by all
 ),
 
