@@ -236,3 +236,36 @@ def test_a_file_that_cannot_be_read_costs_that_file_and_nothing_else(tmp_path):
     assert (files["eio.txt"]["records_seen"], files["good.txt"]["accepted"]) == (0, 2)
     # The up-to-date check hashes the inputs too: it records the file as unreadable.
     assert current_fingerprint(Settings(raw=(raw,), warehouse=tmp_path / "w"))
+
+
+def test_parquet_binary_text_and_non_finite_years_cost_no_record(tmp_path):
+    """A binary abstract column is text (not "b'...'"); NaN and infinite years are no year."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    texts = sample_abstracts()[:4]
+    table = pa.table(
+        {
+            "title": ["First", "Second", "Third", "Fourth"],
+            "abstract": pa.array(
+                [
+                    texts[0].encode(),
+                    texts[1].encode(),
+                    b"\xff" + texts[2].encode(),
+                    texts[3].encode("utf-16"),
+                ],
+                pa.binary(),
+            ),  # fmt: skip
+            "year": pa.array([2020.0, float("nan"), float("inf"), 2021.0]),
+        }
+    )
+    pq.write_table(table, tmp_path / "binary.parquet")
+    result = ingest.ingest([tmp_path], min_words=5)
+    row = by_name(result)["binary.parquet"]
+    assert (row["records_seen"], row["error"]) == (4, None)
+    records = {r["title"]: r for r in result.records.iter_rows(named=True)}
+    assert records["First"]["abstract"][:60] == texts[0][:60]
+    assert not any(r["abstract"].startswith("b'") for r in records.values())
+    assert [records[t]["year"] for t in ("First", "Second", "Third")] == [2020, None, None]
+    # A stray byte costs that byte only (U+FFFD in its place).
+    assert records["Third"]["abstract"][:61] == "\ufffd" + texts[2][:60]  # marked, not lost

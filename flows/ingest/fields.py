@@ -55,7 +55,8 @@ def map_columns(names: Sequence[str], columns: Mapping[str, str] | None = None) 
 
 
 def as_text(value: Any, depth: int = 0) -> str | None:
-    """A field value as text: numbers without a trailing .0, lists one item per line.
+    """A field value as text: numbers without a trailing .0, lists one item per line,
+    binary decoded as UTF-8.
 
     Whatever the value (nested past any sense, an integer of thousands of digits, a dict
     with tuple keys), the answer is text or None, never an exception.
@@ -64,6 +65,9 @@ def as_text(value: Any, depth: int = 0) -> str | None:
         return None
     if isinstance(value, str):
         return value
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        # A binary column (Parquet) holding text: UTF-8, any bad byte as U+FFFD.
+        return bytes(value).decode("utf-8", errors="replace")
     if isinstance(value, bool):
         return str(value).lower()
     if isinstance(value, float) and value.is_integer():

@@ -15,7 +15,7 @@ import polars as pl
 
 # Bump when parsing or cleaning changes, so that cached parses of unchanged files are redone.
 # 4: BibTeX is a format; a file that was read as lines because it holds BibTeX is re-read.
-INGEST_VERSION = "4"
+INGEST_VERSION = "5"
 SNIPPET_CHARS = 200
 SETTINGS_FILE = "paperlake.toml"
 REJECT_RULES = (
