@@ -8,6 +8,9 @@ far below the file's size.
 
     .venv/bin/python bench/ingest_memory.py              # 500 MB, limit 1.5 GB
     .venv/bin/python bench/ingest_memory.py --mb 50      # a quick run
+    .venv/bin/python bench/ingest_memory.py --long-line 1024 --limit-mb 500
+        # a .gz holding one 1 GB line, then one good abstract: the line is rejected as
+        # too_long after a few MB of it are held, whatever its length
 """
 
 from __future__ import annotations
@@ -68,6 +71,21 @@ def generate(path: Path, megabytes: int, seed: int = 0) -> int:
     return records
 
 
+def generate_long_line(path: Path, megabytes: int) -> int:
+    """A .gz of one line of `megabytes` MB (no newline inside), then one good abstract."""
+    import gzip
+
+    rng = random.Random(1)
+    piece = (" ".join(sentence(rng) for _ in range(400)) + " ").encode()
+    with gzip.open(path, "wb", compresslevel=1) as out:
+        written = 0
+        while written < megabytes << 20:
+            out.write(piece)
+            written += len(piece)
+        out.write(b"\n" + " ".join(sentence(rng) for _ in range(6)).encode() + b"\n")
+    return 2
+
+
 def child(path: Path) -> None:
     """Ingest `path` and print one JSON line of counts and seconds (runs in the child)."""
     sys.path.insert(0, str(ROOT))
@@ -117,15 +135,21 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--mb", type=int, default=500, help="size of the generated file in MB")
     parser.add_argument("--limit-mb", type=int, default=LIMIT_MB, help="peak RSS allowed")
+    parser.add_argument(
+        "--long-line", type=int, metavar="MB", help="instead: a .gz holding one line of MB MB"
+    )
     parser.add_argument("--child", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
         child(args.child)
         return
     with tempfile.TemporaryDirectory(prefix="paperlake-bench-") as folder:
-        path = Path(folder) / "bench.jsonl"
+        path = Path(folder) / ("long.txt.gz" if args.long_line else "bench.jsonl")
         started = time.perf_counter()
-        records = generate(path, args.mb)
+        if args.long_line:
+            records = generate_long_line(path, args.long_line)
+        else:
+            records = generate(path, args.mb)
         print(
             f"generated {path.stat().st_size / 2**20:.0f} MB, {records} records "
             f"in {time.perf_counter() - started:.0f} s"

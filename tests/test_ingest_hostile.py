@@ -269,3 +269,30 @@ def test_parquet_binary_text_and_non_finite_years_cost_no_record(tmp_path):
     assert [records[t]["year"] for t in ("First", "Second", "Third")] == [2020, None, None]
     # A stray byte costs that byte only (U+FFFD in its place).
     assert records["Third"]["abstract"][:61] == "\ufffd" + texts[2][:60]  # marked, not lost
+
+
+def test_a_line_longer_than_a_record_may_be_costs_that_record_only(tmp_path):
+    """A line past MAX_LINE_BYTES (a .gz of one huge line, a JSON Lines record of 6 MB,
+    a block without blank lines) is read past without being kept and rejected as
+    too_long; the records around it are read."""
+    from flows.ingest.readers.common import MAX_LINE_BYTES
+
+    good = sample_abstracts()[:2]
+    huge = ("word " * (MAX_LINE_BYTES // 5 + 1000)).encode()
+    with gzip.open(tmp_path / "one_line.txt.gz", "wb") as out:
+        out.write(huge + b"\n" + good[0].encode() + b"\n")
+    lines = [json.dumps({"abstract": good[0]}), json.dumps({"abstract": huge.decode()}),
+             json.dumps({"abstract": good[1]})]  # fmt: skip
+    write(tmp_path / "big.jsonl", "\n".join(lines) + "\n")
+    block = "\n".join(["lorem ipsum dolor " * 100] * (MAX_LINE_BYTES // 1800 + 10))
+    write(tmp_path / "blocks.txt", f"ICLR 2026 Papers\n\n{good[0]}\n\n{block}\n\n{good[1]}\n")
+    result = ingest.ingest([tmp_path], min_words=5)
+    rows = by_name(result)
+    assert {n: (r["accepted"], r["rejected"]) for n, r in rows.items()} == {
+        "one_line.txt.gz": (1, 1), "big.jsonl": (2, 1), "blocks.txt": (2, 1),
+    }  # fmt: skip
+    rejects = result.rejects.filter(pl.col("rule") == "too_long").sort("source_path")
+    assert rejects["line"].to_list() == [2, 5, 1]  # big.jsonl, blocks.txt, one_line.txt.gz
+    reason = rejects.filter(pl.col("source_path").str.ends_with("one_line.txt.gz"))["reason"][0]
+    assert re.fullmatch(r"a line of [\d,]+ bytes, longer than the 4,194,304 bytes one record "
+                        r"may have", reason), reason  # fmt: skip

@@ -11,7 +11,13 @@ from typing import IO
 
 from flows.ingest.fields import ObjectFields, is_arxiv, parse_json_int
 from flows.ingest.model import SNIPPET_CHARS, FileOverride, Found, Layout, Reader
-from flows.ingest.readers.common import numbered_lines, snippet, valid_text
+from flows.ingest.readers.common import (
+    LongLine,
+    long_line_record,
+    numbered_lines,
+    snippet,
+    valid_text,
+)
 
 JSON_CHUNK = 1 << 20
 # A JSON value that does not parse within this many characters is taken as broken.
@@ -39,9 +45,12 @@ def _sniff_json(text: str) -> tuple[str, str] | None:
 def read_jsonl(stream: IO[bytes], fields: ObjectFields) -> Iterator[dict]:
     """Records of JSON Lines: one object a line; blank lines are not records."""
     for line_no, offset, line in numbered_lines(stream):
+        record: dict = {"line": line_no, "byte_offset": offset}
+        if isinstance(line, LongLine):
+            yield long_line_record(record, line)
+            continue
         if not line.strip():
             continue
-        record: dict = {"line": line_no, "byte_offset": offset}
         try:
             text = line.decode("utf-8")
         except UnicodeDecodeError as exc:
