@@ -117,13 +117,27 @@ def proper_csv(rows: list[dict[str, str]], header: list[str]) -> str:
     return out.getvalue()
 
 
-def write_all(folder: Path) -> list[Path]:
-    """Every hostile export in one folder, as a user's folder of real exports looks."""
-    rows = openreview_rows(400)
-    broken_link = openreview_rows(2000, seed=3)
-    broken_link[1234]["abstract"] += " Code: http://[broken and more text follows the link."
-    lines = "\n".join(r["abstract"] for r in openreview_rows(60, seed=5)) + "\n"
-    jsonl = "".join(json.dumps(r) + "\n" for r in openreview_rows(300, seed=9))
+def cut_short(data: bytes) -> bytes:
+    """Gzip data cut before its end: the last 2,000 bytes, or a fifth of a small file."""
+    return data[: len(data) - min(2000, len(data) // 5)]
+
+
+def write_all(folder: Path, scale: float = 1.0) -> list[Path]:
+    """Every hostile export in one folder, as a user's folder of real exports looks.
+
+    `scale` shrinks the record counts (0.02: about 60 records in all) for runs that embed.
+    """
+
+    def count(n: int) -> int:
+        return max(3, round(n * scale))
+
+    rows = openreview_rows(count(400))
+    broken_link = openreview_rows(count(2000), seed=3)
+    broken_link[min(1234, len(broken_link) - 1)]["abstract"] += (
+        " Code: http://[broken and more text follows the link."
+    )
+    lines = "\n".join(r["abstract"] for r in openreview_rows(count(60), seed=5)) + "\n"
+    jsonl = "".join(json.dumps(r) + "\n" for r in openreview_rows(count(300), seed=9))
     return [
         write(
             folder / "NeurIPS2023-OpenReviewData" / "oral.csv", naive_csv(rows, OPENREVIEW_HEADER)
@@ -132,7 +146,7 @@ def write_all(folder: Path) -> list[Path]:
         write(folder / "misc" / "one_per_line.txt", lines),
         write(folder / "misc" / "not_json.json", lines),
         write(folder / "acl-2025-long.jsonl", jsonl),
-        write(folder / "truncated.jsonl.gz", gzip.compress(jsonl.encode())[:-2000]),
+        write(folder / "truncated.jsonl.gz", cut_short(gzip.compress(jsonl.encode()))),
         write(
             folder / "latin1.csv",
             proper_csv(rows[:20], OPENREVIEW_HEADER).encode("latin-1", "replace"),

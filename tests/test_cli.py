@@ -233,7 +233,8 @@ def test_version_flag_prints_the_package_version():
 
 
 def test_run_takes_every_setting_as_an_option():
-    shown = invoke("run", "--help", env={"COLUMNS": "200"}).output
+    help_page = invoke("run", "--help", env={"COLUMNS": "200"}).output
+    shown = " ".join(help_page.replace("│", " ").split())  # help wrapped over lines, joined
     for parameter in run_parameters():
         assert "--" + parameter.name.replace("_", "-") in shown
         assert parameter.help in shown
@@ -275,6 +276,14 @@ def test_bad_arguments_end_with_a_message_not_a_traceback(sample_run, tmp_path):
         (["run", "--raw", tmp_path / "none", "-w", wh], 1, "does not exist"),
         (["serve", "-w", wh], 1, "give one schedule"),
         (["validate"], 2, "Missing argument"),
+        (["query", "", "-w", wh], 1, "the query is empty"),
+        (["search", "x", "-k", "-5", "-w", wh], 2, "-k"),
+        (["similar", "x", "-k", "-5", "-w", wh], 2, "-k"),
+        (["run", "-w", tmp_path / "file"], 1, "is a file: give a folder"),
+        (["run", "--data-path", tmp_path / "file", "-w", wh], 1, "is a file: give a folder"),
+        (["run", "--cluster", "dask", "-w", wh], 1, "cluster 'dask' must be local:N"),
+        (["versions", "--catalog", "mysql://x/y", "-w", wh], 1, "is not supported"),
+        (["versions", "-w", tmp_path / "file"], 1, "no warehouse at"),
     ]
     write(tmp_path / "file", "a file, not a folder")
     for args, code, message in walk:

@@ -278,3 +278,34 @@ def test_second_version_updates_neighbours_as_a_fresh_search_finds_them(
     assert (both["rank"] == both["rank_fresh"]).all()
     assert np.allclose(both["score"], both["score_fresh"], atol=2e-6)
     assert pl.read_parquet(lists[0])["paper_id"].n_unique() == 24
+
+
+def test_a_run_on_hostile_exports_and_the_sample_publishes_and_accounts_for_every_file(
+    prefect_server, tmp_path
+):
+    """tests/hostile.py's exports (bad links, shifted and headerless CSV, wrong encodings,
+    a huge line, JSON that is not, ...) beside data/raw: a version is published, and every
+    file is in sources with seen = accepted + rejected and every reject in rejects."""
+    from tests.hostile import write_all
+
+    hostile = tmp_path / "hostile"
+    written = write_all(hostile, scale=0.02)  # about 60 records: the run embeds them
+    warehouse = tmp_path / "warehouse"
+    summary = paperlake(raw=[str(hostile), str(SAMPLE_RAW)], warehouse=str(warehouse))
+    assert summary.version == 1 and summary.status == "published"
+    with open_lake(Settings(warehouse=warehouse)) as con:
+        sources = con.execute(
+            "select path, records_seen, accepted, rejected, error from sources"
+        ).fetchall()
+        rejects = dict(
+            con.execute("select source_path, count(*) from rejects group by 1").fetchall()
+        )
+        papers = con.execute("select count(*) from papers").fetchone()[0]
+    paths = {row[0] for row in sources}
+    assert {str(p) for p in written} <= paths
+    for path, seen, accepted, rejected, error in sources:
+        # A file is read (its records accepted or rejected) or, where no record of it can
+        # be read at all (a tiny gzip cut short), listed with its error.
+        assert seen == accepted + rejected and (error is None or seen == 0), path
+        assert rejects.get(path, 0) == rejected, path
+    assert papers >= 38 and sum(row[2] for row in sources) >= papers

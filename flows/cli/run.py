@@ -53,6 +53,9 @@ def run(
     missing = [str(p) for p in settings.raw if not Path(p).exists()]
     if missing:
         fail(f"raw input {', '.join(missing)} does not exist")
+    for folder in folders_written(settings):
+        if folder.exists() and not folder.is_dir():
+            fail(f"{folder} is a file: give a folder (or a path that does not exist yet)")
     # Checked before any flow run starts: a run with nothing to do costs only file hashing.
     if not (force or settings.refit_topics):
         try:
@@ -86,7 +89,17 @@ def run(
         raise typer.Exit(1) from None
     except (FileNotFoundError, ValueError, WarehouseError, ServerError) as exc:
         fail(str(exc))
+    except OSError as exc:  # disk full, permissions: the previous version stays current
+        fail(f"{exc.strerror or exc}: {exc.filename or ''}; the previous version stays current")
     print_summary(summary)
+
+
+def folders_written(settings: Settings) -> list[Path]:
+    """The folders a run writes: the warehouse, and a local data path given apart from it."""
+    folders = [settings.warehouse]
+    if settings.data_path and "://" not in settings.data_path:
+        folders.append(Path(settings.data_path))
+    return folders
 
 
 @setting_options("min_words", "max_words", "max_reject_share")
