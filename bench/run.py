@@ -34,7 +34,7 @@ PAPERLAKE = Path(sys.executable).parent / "paperlake"
 REPEATS = 3
 WARM_IMPORTS = (
     "import torch, sentence_transformers, duckdb, pandas, polars, prefect, "
-    "great_expectations, sklearn, prefect.server.api.server"
+    "great_expectations, sklearn, prefect.server.api.server, openvino"
 )
 
 
@@ -183,6 +183,9 @@ def main() -> None:
     parser.add_argument("--scaling", action="store_true", help="neighbour stage at N and 10 N")
     parser.add_argument("--skip-baseline", action="store_true")
     parser.add_argument(
+        "--precision", default="auto", help="paperlake's encoder (as `paperlake run --precision`)"
+    )
+    parser.add_argument(
         "--pairs", type=int, default=1, help="baseline and cold runs, alternated; medians"
     )
     args = parser.parse_args()
@@ -200,11 +203,12 @@ def main() -> None:
     write_dump(raw / "dump.txt", abstracts(args.n))
     env = {**os.environ}
     env.pop("PREFECT_API_URL", None)  # every run starts its own temporary server, as a user's
-    results: dict = {"n": args.n, "work": str(work)}
+    results: dict = {"n": args.n, "work": str(work), "precision": args.precision}
     # Both sides import the same large packages; load them once so that neither pays for
     # a cold page cache that the other then finds warm.
     timed([sys.executable, "-c", WARM_IMPORTS])
     run = [str(PAPERLAKE), "run", "--raw", str(raw), "--warehouse", str(warehouse)]
+    run += ["--precision", args.precision]
 
     # Baseline and cold runs alternate, so that a slow spell of a shared machine falls on
     # both sides; with several pairs the medians are reported.
@@ -255,7 +259,11 @@ def median_run(runs: list[dict]) -> dict:
 
 def report(r: dict, new: int) -> None:
     cold, warm, inc = r["cold"], r["warm"], r["incremental"]
-    lines = [f"paperlake bench, N = {r['n']} abstracts (work folder {r['work']})", ""]
+    lines = [
+        f"paperlake bench, N = {r['n']} abstracts, precision {r.get('precision', 'auto')} "
+        f"(work folder {r['work']})",
+        "",
+    ]
     if "baseline" in r:
         b = r["baseline"]
         lines.append(

@@ -9,6 +9,7 @@ library versions that made them. They compute in fp32, or in bf16 where the CPU 
 from __future__ import annotations
 
 import contextlib
+import json
 import logging
 import os
 import shutil
@@ -152,10 +153,20 @@ def export_onnx(path: Path, folder: Path) -> None:
             dynamic_axes={**axes, "sentence_embedding": {0: "batch"}},
             opset_version=17,
         )
+    # The optimizer cannot read the head count from this graph: without it, no Attention.
+    config = json.loads((path / "config.json").read_text())
     # Fusions only: no fp16 conversion, no GELU approximation (both change the vectors).
-    optimize_model(str(raw), model_type="bert", opt_level=1, use_gpu=False).save_model_to_file(
-        str(folder / "model.onnx")
+    optimized = optimize_model(
+        str(raw),
+        model_type="bert",
+        num_heads=config["num_attention_heads"],
+        hidden_size=config["hidden_size"],
+        opt_level=1,
+        use_gpu=False,
     )
+    if not optimized.get_fused_operator_statistics().get("Attention"):
+        log.info("encoder: ONNX Runtime fused no attention in %s", path.name)
+    optimized.save_model_to_file(str(folder / "model.onnx"))
     raw.unlink()
 
 

@@ -64,6 +64,11 @@ def test_export_agrees_with_fp32_torch_on_the_sample(fp32, export_cache, precisi
     folder = encoders.export_folder(export_cache, backend, fp32[1].weights_sha256)
     files = sorted(p.name for p in folder.iterdir())
     assert files == (["model.bin", "model.xml"] if backend == "openvino" else ["model.onnx"])
+    if backend == "onnxruntime":  # the transformer fusions took: one Attention a layer
+        import onnx
+
+        ops = [node.op_type for node in onnx.load(str(folder / "model.onnx")).graph.node]
+        assert ops.count("Attention") == 6
 
 
 @pytest.mark.parametrize("precision", PRECISIONS)
