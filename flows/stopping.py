@@ -62,6 +62,9 @@ class SignalStop:
         self.sender.close()  # wakes the watcher, which ends unless a stop is under way
 
     def raise_stopped(self, signum: int, frame: object) -> None:
+        # Say the one line (and silence what follows) before raising: raised inside a task,
+        # the stop is at once logged by Prefect as a crash, before the watcher thread runs.
+        self.received()
         raise Stopped(signum)
 
     def received(self) -> int | None:
