@@ -683,6 +683,7 @@ def build_aggregates(
     search: Callable[[list[str], np.ndarray], pl.DataFrame] | None = None,
     duplicate_group_max: int = 50,
     refit_topics: bool = False,
+    say: Callable[[str], object] | None = None,
 ) -> dict[str, int]:
     """Build the derived tables in `con` (which already holds papers, sources, paper_sources).
 
@@ -696,6 +697,7 @@ def build_aggregates(
         duplicate_group_max: the largest near-duplicate group whose pairs are listed in
             duplicates; larger groups are in duplicate_groups only.
         refit_topics: fit topics afresh instead of carrying the previous ones over.
+        say: where to tell what was done with the topics (the run's log).
 
     Returns:
         row count per table built.
@@ -711,9 +713,8 @@ def build_aggregates(
     assignments, centroids, topic_note = cluster_topics(
         ids, vectors, n_topics, seed, previous_topics, refit_topics, previous_papers
     )
-    from flows.run_record import run_logger  # the flow run's log when inside one
-
-    run_logger().info("topics: %s", topic_note)
+    if say:
+        say(f"topics: {topic_note}")
     for name, frame in (
         ("neighbor_candidates", top),
         ("similar_pairs", pairs),

@@ -197,6 +197,7 @@ def aggregate_papers(
             search=search,
             duplicate_group_max=settings.duplicate_group_max,
             refit_topics=settings.refit_topics,
+            say=record.run_logger().info,
         )
         return {name: con.table(name).pl() for name in ("paper_topics", *sql_tables())}
     finally:
