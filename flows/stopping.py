@@ -14,6 +14,7 @@ are renamed into place.
 from __future__ import annotations
 
 import functools
+import logging
 import os
 import select
 import signal
@@ -25,6 +26,11 @@ from typing import Any
 
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 GRACE_SECONDS = 5.0
+
+
+def not_a_termination(record: logging.LogRecord) -> bool:
+    """False for Prefect's records of a run aborted by a termination signal."""
+    return "aborted by a termination signal" not in record.getMessage()
 
 
 class Stopped(KeyboardInterrupt):
@@ -45,6 +51,10 @@ class SignalStop:
         self.lock = threading.Lock()
 
     def __enter__(self) -> SignalStop:
+        # Prefect's own SIGTERM handler logs the stop as a task or flow crash before ours
+        # runs; the one line says it, so those records are dropped.
+        for name in ("prefect.task_runs", "prefect.flow_runs"):
+            logging.getLogger(name).addFilter(not_a_termination)
         self.receiver, self.sender = socket.socketpair()
         self.receiver.setblocking(False)
         self.sender.setblocking(False)
