@@ -6,6 +6,7 @@ import hashlib
 import importlib.util
 import logging
 import os
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from functools import lru_cache
@@ -15,7 +16,7 @@ import numpy as np
 import polars as pl
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeRemainingColumn
 
-from flows.encoders import EXPORTED, TorchEncoder, exported_encoder
+from flows.encoders import EXPORTED, TorchEncoder, exported_encoder, ready_encoder
 from flows.settings import PACKAGED_MODEL, configure_environment, encoder_cache
 
 CHUNK_BATCHES = 4  # batches per progress update
@@ -88,11 +89,15 @@ def cpu_has_bf16() -> bool:
 
 
 def choose_device(device: str) -> str:
+    """`auto`: a CUDA GPU where torch sees one, else the CPU. Torch is asked only where an
+    NVIDIA driver is loaded (or torch already is): elsewhere the answer is the CPU."""
+    if device != "auto":
+        return device
+    if "torch" not in sys.modules and not Path("/proc/driver/nvidia/version").exists():
+        return "cpu"
     import torch
 
-    if device == "auto":
-        return "cuda" if torch.cuda.is_available() else "cpu"
-    return device
+    return "cuda" if torch.cuda.is_available() else "cpu"
 
 
 def choose_precision(precision: str, device: str) -> str:
@@ -124,6 +129,20 @@ def load_model(model: str, device: str = "auto", precision: str = "auto"):
         return load_torch(model, device, precision)
     if device != "cpu":
         raise ValueError(f"precision {precision} runs on the CPU, not on {device}")
+    path = model_path(model)
+    digest = weights_sha256(path)
+    try:  # an export checked on this kind of CPU before: no torch in this process
+        ready = ready_encoder(path, digest, precision, encoder_cache(), compute_threads())
+    except Exception as exc:  # a damaged export: made again below
+        logging.getLogger("paperlake").warning(
+            "encoder: %s export unreadable (%s: %s); checking it again", precision,
+            type(exc).__name__, exc,
+        )  # fmt: skip
+        ready = None
+    if ready:
+        encoder, dim = ready
+        info = ModelInfo(model_name(model, path), str(path), digest, dim, device, precision)
+        return encoder, info
     fp32, info = load_torch(model, device, "fp32")
     try:
         encoder = exported_encoder(
@@ -154,9 +173,8 @@ def load_torch(model: str, device: str, precision: str) -> tuple[TorchEncoder, M
     # about 2.3x faster than fp32 with cosine > 0.9999 to fp32 vectors (make bench).
     if precision in HALF_DTYPES:
         st = st.to(getattr(torch, HALF_DTYPES[precision]))
-    model_id = f"sentence-transformers/{PACKAGED_MODEL}" if model == PACKAGED_MODEL else path.name
     info = ModelInfo(
-        model_id=model_id,
+        model_id=model_name(model, path),
         path=str(path),
         weights_sha256=weights_sha256(path),
         dim=embedding_dimension(st),
@@ -164,6 +182,12 @@ def load_torch(model: str, device: str, precision: str) -> tuple[TorchEncoder, M
         precision=precision,
     )
     return TorchEncoder(st), info
+
+
+def model_name(model: str, path: Path) -> str:
+    """The model id recorded with its vectors: the hub id of the packaged model, else the
+    folder's name."""
+    return f"sentence-transformers/{PACKAGED_MODEL}" if model == PACKAGED_MODEL else path.name
 
 
 def embedding_dimension(st) -> int:
@@ -218,10 +242,11 @@ def encode(
 
     Texts are encoded longest first, so that each batch pads to similar lengths.
     """
-    import torch
-
     encoder, info = load_model(model, device, precision)
-    torch.set_num_threads(compute_threads())
+    if isinstance(encoder, TorchEncoder):  # exported graphs got their threads when compiled
+        import torch
+
+        torch.set_num_threads(compute_threads())
     out = np.zeros((len(texts), info.dim), dtype=np.float32)
     if not texts:
         return out
@@ -366,15 +391,26 @@ class EmbedResult:
 AGREEMENT_SAMPLE = 8
 
 
-def agreement_with_fp32(texts: list[str], vectors: np.ndarray, model: str, device: str) -> dict:
+def fp32_reference(precision: str) -> str:
+    """What a run's vectors are compared with: for OpenVINO's bf16, its fp32 run of the same
+    export (itself held to fp32 torch within MIN_COSINE when it was checked), else fp32
+    torch."""
+    return "openvino-fp32" if precision == "openvino-bf16" else "fp32"
+
+
+def agreement_with_fp32(
+    texts: list[str], vectors: np.ndarray, model: str, device: str, precision: str
+) -> dict:
     """Cosine of vectors made at reduced precision to fp32 vectors of the same texts."""
-    exact = encode(texts, model, batch_size=len(texts), device=device, precision="fp32",
+    reference = fp32_reference(precision)
+    exact = encode(texts, model, batch_size=len(texts), device=device, precision=reference,
                    show_progress=False)  # fmt: skip
     cosine = np.sum(vectors * exact, axis=1)
     return {
         "sample": len(texts),
         "mean_cosine": round(float(cosine.mean()), 6),
         "min_cosine": round(float(cosine.min()), 6),
+        "reference": reference,
     }
 
 
@@ -430,7 +466,7 @@ def embed_papers(
             else np.asarray(fresh.gather(pick).to_list(), dtype=np.float32)
         )
         texts = [todo["text"][int(i)] for i in pick]
-        agreement = agreement_with_fp32(texts, sample, model, device)
+        agreement = agreement_with_fp32(texts, sample, model, device, info.precision)
     return EmbedResult(
         table,
         computed=todo.height,

@@ -3,12 +3,15 @@
 Exported graphs hold fp32 weights (no quantisation, no fp16), are made once per machine
 from the model's own weights and kept on disk under a key of the weights' sha256 and the
 library versions that made them. They compute in fp32, or in bf16 where the CPU has it
-(openvino-bf16); every load is checked against fp32 torch before use.
+(openvino-bf16). An export is checked against fp32 torch before its first use on a kind
+of CPU; the passed check is recorded in it, and later processes load it with `tokenizers`
+and the runtime alone, without importing torch.
 """
 
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import logging
 import os
@@ -64,23 +67,81 @@ class TorchEncoder:
         return vectors.float().cpu().numpy()
 
 
+Features = Callable[[list[str]], dict[str, np.ndarray]]
+
+
 @dataclass
 class GraphEncoder:
-    """An exported graph of the whole model; the sentence-transformers model tokenizes.
+    """An exported graph of the whole model and the tokenizer that feeds it: the
+    sentence-transformers model's own, or the same tokenizer.json run by `tokenizers`
+    alone (no torch).
 
     Batches are cut from the texts in the order given, so equal inputs give equal batches.
     """
 
-    st: Any
+    features: Features
     inputs: tuple[str, ...]
     run: Callable[[dict[str, np.ndarray]], np.ndarray]
 
     def encode(self, texts: list[str], batch_size: int) -> np.ndarray:
         out = []
         for start in range(0, len(texts), batch_size):
-            features = self.st.preprocess(texts[start : start + batch_size])
-            out.append(self.run({name: features[name].numpy() for name in self.inputs}))
+            features = self.features(texts[start : start + batch_size])
+            out.append(self.run({name: features[name] for name in self.inputs}))
         return np.concatenate(out).astype(np.float32, copy=False)
+
+
+def st_features(st: Any) -> Features:
+    """The sentence-transformers model's tokenizer, as numpy arrays."""
+    def features(texts: list[str]) -> dict[str, np.ndarray]:
+        tensors = st.preprocess(texts).items()
+        return {name: value.numpy() for name, value in tensors if hasattr(value, "numpy")}
+
+    return features
+
+
+def max_seq_length(path: Path) -> int:
+    """The token limit sentence-transformers applies: sentence_bert_config.json's, capped by
+    the tokenizer's own."""
+    limit = json.loads((path / "sentence_bert_config.json").read_text())["max_seq_length"]
+    config = path / "tokenizer_config.json"
+    model_max = json.loads(config.read_text()).get("model_max_length") if config.exists() else None
+    return min(limit, int(model_max)) if isinstance(model_max, int | float) else limit
+
+
+def tokenizer_features(path: Path) -> Features:
+    """The model's tokenizer.json run by `tokenizers`, as sentence-transformers runs it:
+    truncation at max_seq_length, padding to the batch's longest text."""
+    from tokenizers import Tokenizer
+
+    tokenizer = Tokenizer.from_file(str(path / "tokenizer.json"))
+    tokenizer.enable_truncation(max_length=max_seq_length(path))
+    pad = tokenizer.padding or {}
+    tokenizer.enable_padding(
+        pad_id=pad.get("pad_id", 0),
+        pad_type_id=pad.get("pad_type_id", 0),
+        pad_token=pad.get("pad_token", "[PAD]"),
+    )
+
+    def features(texts: list[str]) -> dict[str, np.ndarray]:
+        batch = tokenizer.encode_batch(texts)
+        return {
+            "input_ids": np.array([e.ids for e in batch], dtype=np.int64),
+            "attention_mask": np.array([e.attention_mask for e in batch], dtype=np.int64),
+            "token_type_ids": np.array([e.type_ids for e in batch], dtype=np.int64),
+        }
+
+    return features
+
+
+def same_features(st: Any, path: Path) -> bool:
+    """True when `tokenizers` alone gives the model's tokenizer's tensors on PROBE_TEXTS."""
+    try:
+        fast = tokenizer_features(path)(list(PROBE_TEXTS))
+    except Exception:  # no tokenizer.json, or one `tokenizers` cannot read
+        return False
+    own = st_features(st)(list(PROBE_TEXTS))
+    return all(name in fast and np.array_equal(fast[name], own[name]) for name in own)
 
 
 def input_names(st: Any) -> tuple[str, ...]:
@@ -170,7 +231,7 @@ def export_onnx(path: Path, folder: Path) -> None:
     raw.unlink()
 
 
-def openvino_encoder(st: Any, folder: Path, threads: int, hint: str) -> GraphEncoder:
+def openvino_encoder(features: Features, folder: Path, threads: int, hint: str) -> GraphEncoder:
     """The exported model compiled by OpenVINO for this CPU, computing in `hint` (f32, bf16)."""
     import openvino as ov
 
@@ -179,10 +240,11 @@ def openvino_encoder(st: Any, folder: Path, threads: int, hint: str) -> GraphEnc
     compiled = ov.Core().compile_model(folder / "model.xml", "CPU", config)
     request = compiled.create_infer_request()
     output = compiled.outputs[0]
-    return GraphEncoder(st, input_names(st), lambda feed: request.infer(feed)[output].copy())
+    names = tuple(sorted(next(iter(port.get_names())) for port in compiled.inputs))
+    return GraphEncoder(features, names, lambda feed: request.infer(feed)[output].copy())
 
 
-def onnx_encoder(st: Any, folder: Path, threads: int) -> GraphEncoder:
+def onnx_encoder(features: Features, folder: Path, threads: int) -> GraphEncoder:
     """The exported model in an ONNX Runtime session on the CPU."""
     import onnxruntime as ort
 
@@ -193,7 +255,7 @@ def onnx_encoder(st: Any, folder: Path, threads: int) -> GraphEncoder:
         str(folder / "model.onnx"), options, providers=["CPUExecutionProvider"]
     )
     names = tuple(i.name for i in session.get_inputs())
-    return GraphEncoder(st, names, lambda feed: session.run(None, feed)[0])
+    return GraphEncoder(features, names, lambda feed: session.run(None, feed)[0])
 
 
 EXPORTERS: dict[str, Callable[[Any, Path, Path], None]] = {
@@ -201,7 +263,8 @@ EXPORTERS: dict[str, Callable[[Any, Path, Path], None]] = {
     "onnxruntime": lambda st, path, folder: export_onnx(path, folder),
 }
 # Each precision: the export it runs and how it loads one.
-LOADERS: dict[str, Callable[[Any, Path, int], GraphEncoder]] = {
+# Each loader takes the tokenizer as a Features function.
+LOADERS: dict[str, Callable[[Features, Path, int], GraphEncoder]] = {
     "openvino-fp32": partial(openvino_encoder, hint="f32"),
     "openvino-bf16": partial(openvino_encoder, hint="bf16"),
     "onnx-fp32": onnx_encoder,
@@ -232,8 +295,9 @@ def agreement(vectors: np.ndarray, exact: np.ndarray) -> tuple[float, float]:
 
 def check_agreement(
     encoder: Encoder, st: Any, name: str, min_mean_cosine: float, min_cosine: float
-) -> None:
-    """Refuse an encoder whose vectors of PROBE_TEXTS stray from fp32 torch's.
+) -> tuple[float, float]:
+    """Refuse an encoder whose vectors of PROBE_TEXTS stray from fp32 torch's; else its
+    mean and least cosine.
 
     Raises:
         RuntimeError: the mean or least cosine is below its bound.
@@ -244,6 +308,7 @@ def check_agreement(
         raise RuntimeError(
             f"{name} disagrees with fp32 torch: mean cosine {mean:.6f}, min {least:.6f}"
         )
+    return mean, least
 
 
 def export(st: Any, path: Path, backend: str, folder: Path, threads: int) -> None:
@@ -259,13 +324,28 @@ def export(st: Any, path: Path, backend: str, folder: Path, threads: int) -> Non
     try:
         EXPORTERS[backend](st, path, work)
         fp32 = next(p for p, b in EXPORTED.items() if b == backend and p.endswith("fp32"))
-        encoder = LOADERS[fp32](st, work, threads)
+        encoder = LOADERS[fp32](st_features(st), work, threads)
         check_agreement(encoder, st, f"{backend} export", MIN_MEAN_COSINE, MIN_COSINE)
         with contextlib.suppress(OSError):  # another process published first: theirs is used
             work.rename(folder)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     log.info("encoder: exported %s to %s", backend, folder)
+
+
+def cpu_key() -> str:
+    """This CPU's model and flags: a reduced precision checked on one CPU holds on its kind."""
+    try:
+        lines = Path("/proc/cpuinfo").read_text().splitlines()
+    except OSError:
+        lines = []
+    wanted = [line for line in lines if line.startswith(("model name", "flags"))][:2]
+    return hashlib.sha256("\n".join(wanted).encode()).hexdigest()[:16]
+
+
+def check_record(folder: Path, precision: str) -> Path:
+    """Where a passed check of `precision` on this kind of CPU is recorded in an export."""
+    return folder / f"checked-{precision}-{cpu_key()}.json"
 
 
 def exported_encoder(
@@ -280,8 +360,10 @@ def exported_encoder(
 ) -> GraphEncoder:
     """The model run at `precision` (a key of EXPORTED), exported now unless on disk.
 
-    Every load is checked against fp32 torch on PROBE_TEXTS (a few tenths of a second):
-    a reduced precision is judged on the CPU that runs it.
+    The load is checked against fp32 torch on PROBE_TEXTS (a few tenths of a second): a
+    reduced precision is judged on the CPU that runs it. A passed check is recorded in the
+    export, with the model's dimension, when `tokenizers` alone also tokenizes as the
+    model does: later processes then load it by `ready_encoder`, without torch.
 
     Raises:
         RuntimeError: the vectors do not agree with fp32 torch within the bounds.
@@ -289,6 +371,28 @@ def exported_encoder(
     folder = export_folder(cache, EXPORTED[precision], weights_sha256)
     if not folder.exists():
         export(st, path, EXPORTED[precision], folder, threads)
-    encoder = LOADERS[precision](st, folder, threads)
-    check_agreement(encoder, st, precision, min_mean_cosine, min_cosine)
+    encoder = LOADERS[precision](st_features(st), folder, threads)
+    mean, least = check_agreement(encoder, st, precision, min_mean_cosine, min_cosine)
+    record = check_record(folder, precision)
+    if not record.exists() and same_features(st, path):
+        dim = int(encoder.encode([PROBE_TEXTS[0]], 1).shape[1])
+        tmp = record.with_suffix(f".{os.getpid()}.tmp")
+        tmp.write_text(json.dumps({"mean_cosine": mean, "min_cosine": least, "dim": dim}))
+        os.replace(tmp, record)
     return encoder
+
+
+def ready_encoder(
+    path: Path, weights_sha256: str, precision: str, cache: Path, threads: int
+) -> tuple[GraphEncoder, int] | None:
+    """The export of these weights at `precision` and its dimension, loaded without torch,
+    where one was made and checked on this kind of CPU (see `exported_encoder`); else None.
+    """
+    if precision not in EXPORTED:
+        return None
+    record = check_record(export_folder(cache, EXPORTED[precision], weights_sha256), precision)
+    try:
+        dim = int(json.loads(record.read_text())["dim"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    return LOADERS[precision](tokenizer_features(path), record.parent, threads), dim

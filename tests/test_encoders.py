@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import json
 import logging
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -62,8 +66,11 @@ def test_export_agrees_with_fp32_torch_on_the_sample(fp32, export_cache, precisi
     np.testing.assert_allclose(np.linalg.norm(fast, axis=1), 1.0, atol=1e-5)
     backend = encoders.EXPORTED[precision]
     folder = encoders.export_folder(export_cache, backend, fp32[1].weights_sha256)
-    files = sorted(p.name for p in folder.iterdir())
+    files = sorted(p.name for p in folder.iterdir() if not p.name.startswith("checked-"))
     assert files == (["model.bin", "model.xml"] if backend == "openvino" else ["model.onnx"])
+    # The passed check is recorded for this kind of CPU, with what a torch-free load needs.
+    record = json.loads(encoders.check_record(folder, precision).read_text())
+    assert record["dim"] == 384 and record["min_cosine"] >= encoders.MIN_COSINE
     if backend == "onnxruntime":  # the transformer fusions took: one Attention a layer
         import onnx
 
@@ -139,3 +146,41 @@ def test_auto_picks_bf16_where_native_else_the_fastest_exact_export():
     assert embed.choose_precision("auto", "cpu") == expected
     assert embed.choose_precision("fp32", "cpu") == "fp32"  # plain torch, as asked
     assert embed.choose_precision("auto", "cuda") == "fp16"
+
+
+def test_tokenizers_alone_tokenize_the_sample_as_the_model_does(fp32):
+    torch_encoder, info = fp32
+    texts = [*sample_texts(), "", "x " * 400]  # empty, and one past max_seq_length (256)
+    fast = encoders.tokenizer_features(Path(info.path))(texts)
+    own = encoders.st_features(torch_encoder.st)(texts)
+    assert sorted(own) == ["attention_mask", "input_ids", "token_type_ids"]
+    for name, value in own.items():
+        assert np.array_equal(fast[name], value), name
+    assert fast["input_ids"].shape == (40, 256)
+
+
+@pytest.mark.parametrize("precision", ["openvino-bf16", "onnx-fp32"])
+def test_checked_export_loads_without_torch_and_gives_the_same_vectors(
+    fp32, export_cache, precision
+):
+    texts = sample_texts()[:12]
+    checked = exported(fp32, precision, export_cache).encode(texts, 4)
+    script = f"""
+import json, sys
+import numpy as np
+from flows import embed
+encoder, info = embed.load_model(embed.PACKAGED_MODEL, "auto", {precision!r})
+vectors = encoder.encode(json.loads(sys.stdin.read()), 4)
+np.save(sys.argv[1], vectors)
+print(json.dumps({{"torch": "torch" in sys.modules, "dim": info.dim,
+                  "precision": info.precision, "device": info.device}}))
+"""
+    out = export_cache / f"fresh-{precision}.npy"
+    env = {"PAPERLAKE_ENCODER_CACHE": str(export_cache), "PAPERLAKE_THREADS": "2"}
+    done = subprocess.run(
+        [sys.executable, "-c", script, str(out)], input=json.dumps(texts), text=True,
+        capture_output=True, env={**os.environ, **env}, check=True,
+    )  # fmt: skip
+    report = json.loads(done.stdout.splitlines()[-1])
+    assert report == {"torch": False, "dim": 384, "precision": precision, "device": "cpu"}
+    assert np.array_equal(np.load(out), checked)
