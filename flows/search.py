@@ -1,15 +1,22 @@
-"""Search a published version: dense (embeddings), keyword (BM25) and hybrid (fused by RRF)."""
+"""Search a published version: dense (embeddings), keyword (BM25) and hybrid (both fused).
+
+Hits are ranked by the fusion, and each carries what a person reads to judge it: `score`,
+the cosine of the query's vector and the paper's (the same scale for every query, so a
+weak best hit says the corpus has nothing close), and `bm25`, the keyword score. Queries
+are encoded without torch (flows/query_encoder.py).
+"""
 
 from __future__ import annotations
 
+import contextlib
 import os
+from collections.abc import Iterator
 from pathlib import Path
 
 import duckdb
 import numpy as np
 import polars as pl
 
-from flows import embed
 from flows.lake import LAKE, connect, read_sql
 from flows.settings import PACKAGED_MODEL, Settings
 
@@ -17,6 +24,16 @@ MODES = ("hybrid", "dense", "keyword")
 FUSIONS = ("score", "rrf")
 RRF_K = 60  # the constant of reciprocal rank fusion (Cormack et al., 2009)
 CANDIDATES = 100  # hits each retriever hands to the fusion
+# A good match: a hit this close in meaning, or one holding every word of the query and
+# at least MIN_COSINE_WORDS close. Measured with all-MiniLM-L6-v2 (query vector to the
+# paper's title and abstract): of 137 PubMed titles searched among ICLR 2017 abstracts
+# (a corpus that has nothing on them) none came as close as 0.5 (99th percentile 0.467),
+# while 92% of the ICLR 2017 titles come that close to their own abstract. Short queries
+# sit lower: on the 38-paper ICLR 2026 sample "speculative decoding" reaches its paper at
+# 0.44 and "chain of thought" at 0.26, both holding every word, while "graph neural
+# networks for molecules" (no such paper) tops at 0.41 without the word "molecules".
+MIN_COSINE = 0.5
+MIN_COSINE_WORDS = 0.25
 
 
 def version_model(con: duckdb.DuckDBPyConnection) -> str:
@@ -79,19 +96,58 @@ def keyword_index(con: duckdb.DuckDBPyConnection, settings: Settings) -> Path:
     return path
 
 
-def keyword_ranking(
-    con: duckdb.DuckDBPyConnection, index: Path, texts: list[str], k: int
-) -> list[list[tuple[str, float]]]:
-    """For each text, the k best papers by BM25 over the indexed title and abstract."""
+@contextlib.contextmanager
+def keyword_scope(con: duckdb.DuckDBPyConnection, index: Path) -> Iterator[None]:
+    """The keyword index file attached and in use, for the SQL run inside."""
     current = con.execute("select current_database()").fetchone()[0]
     con.execute(f"attach '{index}' as keyword_index (read_only)")
     try:
         con.execute("use keyword_index")
-        sql = read_sql("search/keyword")
-        return [con.execute(sql, {"text": text, "k": k}).fetchall() for text in texts]
+        yield
     finally:
         con.execute(f"use {current}")
         con.execute("detach keyword_index")
+
+
+def keyword_ranking(
+    con: duckdb.DuckDBPyConnection,
+    index: Path,
+    texts: list[str],
+    k: int,
+    ids: list[str] | None = None,
+) -> list[list[tuple[str, float]]]:
+    """For each text, the k best papers by BM25 over the indexed title and abstract.
+
+    Args:
+        ids: only these papers (from `filtered_ids`); None for all.
+    """
+    sql = read_sql("search/keyword")
+    with keyword_scope(con, index):
+        return [con.execute(sql, {"text": text, "k": k, "ids": ids}).fetchall() for text in texts]
+
+
+def with_all_terms(
+    con: duckdb.DuckDBPyConnection, index: Path, text: str, ids: list[str]
+) -> set[str]:
+    """Those of `ids` whose title or abstract holds every term of `text`."""
+    if not ids:
+        return set()
+    with keyword_scope(con, index):
+        rows = con.execute(read_sql("search/all_terms"), {"text": text, "ids": ids}).fetchall()
+    return {row[0] for row in rows}
+
+
+def filtered_ids(
+    con: duckdb.DuckDBPyConnection,
+    venue: str | None = None,
+    year: int | None = None,
+    topic: int | str | None = None,
+) -> list[str] | None:
+    """The papers that pass the filters given, or None when none is given (every paper)."""
+    if venue is None and year is None and topic is None:
+        return None
+    params = {"venue": venue, "year": year, "topic": None if topic is None else str(topic)}
+    return [row[0] for row in con.execute(read_sql("search/filtered"), params).fetchall()]
 
 
 def dense_ranking(
@@ -101,9 +157,17 @@ def dense_ranking(
     venue: str | None = None,
     year: int | None = None,
     exclude: str | None = None,
+    topic: int | str | None = None,
+    ids: list[str] | None = None,
 ) -> list[tuple[str, float]]:
-    """The k papers whose embeddings are closest to `vector` (exact cosine)."""
-    params = {"query": vector.tolist(), "k": k, "venue": venue, "year": year, "exclude": exclude}
+    """The k papers whose embeddings are closest to `vector` (exact cosine).
+
+    Args:
+        ids: the papers to rank (from `filtered_ids`); by default those passing the filters.
+    """
+    if ids is None:
+        ids = filtered_ids(con, venue, year, topic)
+    params = {"query": vector.tolist(), "k": k, "ids": ids, "exclude": exclude}
     return con.execute(read_sql("search/dense"), params).fetchall()
 
 
@@ -138,28 +202,77 @@ def fuse(
     return sorted(fused.items(), key=lambda item: (-item[1], item[0]))[:k]
 
 
+HITS_SCHEMA = {
+    "rank": pl.Int32, "paper_id": pl.String, "title": pl.String,
+    "authors": pl.List(pl.String), "venue": pl.String, "year": pl.Int32,
+    "topic_id": pl.Int32, "topic": pl.String, "link": pl.String, "code": pl.String,
+    "score": pl.Float64, "bm25": pl.Float64, "all_words": pl.Boolean, "good_match": pl.Boolean,
+    "no_good_match": pl.Boolean, "abstract": pl.String,
+}  # fmt: skip
+
+
 def hits(
     con: duckdb.DuckDBPyConnection,
     ranked: list[tuple[str, float]],
     venue: str | None = None,
     year: int | None = None,
+    query: np.ndarray | None = None,
+    bm25: dict[str, float] | None = None,
+    all_words: set[str] | None = None,
+    min_cosine: float = MIN_COSINE,
+    min_cosine_words: float = MIN_COSINE_WORDS,
 ) -> pl.DataFrame:
-    """paper_id, title, venue, year, score, abstract for ranked ids, in rank order."""
-    payload = [{"paper_id": pid, "score": score} for pid, score in ranked]
-    schema = {
-        "paper_id": pl.String, "title": pl.String, "venue": pl.String, "year": pl.Int32,
-        "score": pl.Float64, "abstract": pl.String,
-    }  # fmt: skip
+    """The papers behind ranked ids, in rank order, with what a person acts on (see
+    sql/search/hits.sql): rank, paper_id, title, authors, venue, year, topic_id, topic,
+    link, code, score (cosine to `query`; None without one), bm25 (from `bm25`),
+    all_words (in `all_words`; None when not asked), good_match, no_good_match (no hit of
+    the list is a good match: the same on every row) and abstract.
+
+    A hit is a good match when its score reaches `min_cosine`, or `min_cosine_words` and
+    it holds every word of the query; without a score, when it holds every word.
+
+    Args:
+        venue, year: keep only hits of this venue and year (None for any).
+    """
+    bm25 = bm25 or {}
+    payload = [
+        {
+            "paper_id": pid,
+            "bm25": bm25.get(pid),
+            "all_words": None if all_words is None else pid in all_words,
+        }
+        for pid, _ in ranked
+    ]
     if not payload:
-        return pl.DataFrame(schema=schema)
-    return con.execute(
-        read_sql("search/hits"), {"ranked": payload, "venue": venue, "year": year}
-    ).pl()
+        return pl.DataFrame(schema=HITS_SCHEMA)
+    params = {
+        "ranked": payload,
+        "query": None if query is None else query.tolist(),
+        "min_cosine": min_cosine,
+        "min_cosine_words": min_cosine_words,
+    }
+    frame = con.execute(read_sql("search/hits"), params).pl()
+    if venue is not None:
+        frame = frame.filter(pl.col("venue").str.to_lowercase() == venue.lower())
+    if year is not None:
+        frame = frame.filter(pl.col("year") == year)
+    return (
+        frame.with_columns(
+            rank=pl.int_range(1, frame.height + 1, dtype=pl.Int32),
+            no_good_match=~pl.col("good_match").fill_null(False).any(),
+        )
+        .select(list(HITS_SCHEMA))
+        .cast(HITS_SCHEMA)
+    )
 
 
 def encode_query(con: duckdb.DuckDBPyConnection, text: str, settings: Settings) -> np.ndarray:
+    """The query's unit vector by the model of the version's embeddings (no torch: see
+    flows/query_encoder.py)."""
+    from flows.query_encoder import encode_queries
+
     model = query_model(version_model(con), settings)
-    return embed.encode([text], model, device=settings.device, show_progress=False)[0]
+    return encode_queries([text], model)[0]
 
 
 def search(
@@ -171,19 +284,60 @@ def search(
     venue: str | None = None,
     year: int | None = None,
     fusion: str = "score",
+    topic: int | str | None = None,
+    min_cosine: float = MIN_COSINE,
+    min_cosine_words: float = MIN_COSINE_WORDS,
 ) -> pl.DataFrame:
-    """The k best papers for `text`: dense, keyword, or both fused (see `fuse`)."""
+    """The k best papers for `text`: dense, keyword, or both fused (see `fuse`).
+
+    Args:
+        topic: only papers of this topic: its id, or words of its label.
+        min_cosine, min_cosine_words: the least `score` of a good match, and of one that
+            holds every word of the query (see `hits`).
+
+    Returns:
+        the hits as `hits` gives them; in keyword mode without score.
+    """
     if mode not in MODES:
         raise ValueError(f"mode must be one of {', '.join(MODES)}, not {mode!r}")
     pool = max(CANDIDATES, 5 * k)
+    ids = filtered_ids(con, venue, year, topic)
+    if ids == []:
+        return pl.DataFrame(schema=HITS_SCHEMA)
     rankings = []
+    vector = None
     if mode in ("dense", "hybrid"):
         vector = encode_query(con, text, settings)
-        rankings.append(dense_ranking(con, vector, pool, venue, year))
+        rankings.append(dense_ranking(con, vector, pool, ids=ids))
+    index = keyword_index(con, settings)
+    keyword: list[tuple[str, float]] = []
     if mode in ("keyword", "hybrid"):
-        rankings.append(keyword_ranking(con, keyword_index(con, settings), [text], pool)[0])
-    ranked = fuse(rankings, pool, fusion) if mode == "hybrid" else rankings[0]
-    return hits(con, ranked, venue, year).head(k)
+        keyword = keyword_ranking(con, index, [text], pool, ids)[0]
+        rankings.append(keyword)
+    ranked = (fuse(rankings, pool, fusion) if mode == "hybrid" else rankings[0])[:k]
+    return hits(
+        con, ranked, query=vector, bm25=dict(keyword),
+        all_words=with_all_terms(con, index, text, [pid for pid, _ in ranked]),
+        min_cosine=min_cosine, min_cosine_words=min_cosine_words,
+    )  # fmt: skip
+
+
+def no_good_match(
+    frame: pl.DataFrame,
+    min_cosine: float = MIN_COSINE,
+    min_cosine_words: float = MIN_COSINE_WORDS,
+) -> str | None:
+    """A line saying that even the best hit is weak, or None when one is a good match (or
+    there are no hits: the filters left none)."""
+    if frame.height == 0 or frame["good_match"].any():
+        return None
+    scores = frame["score"].drop_nulls()
+    if scores.len() == 0:  # keyword mode: no cosine
+        return "no good match: no paper holds every word of the query"
+    return (
+        f"no good match: the closest paper's cosine is {scores.max():.2f} (a good match "
+        f"reaches {min_cosine:.2f}, or {min_cosine_words:.2f} holding every word of the query)"
+    )
 
 
 def dense_search(
@@ -194,9 +348,10 @@ def dense_search(
 
 
 def similar(con: duckdb.DuckDBPyConnection, paper_id: str, k: int = 10) -> pl.DataFrame:
-    """The k papers closest to a published paper, by its own embedding."""
+    """The k papers closest to a published paper, by its own embedding (columns as `hits`)."""
     row = con.execute("select embedding from embeddings where paper_id = ?", [paper_id]).fetchone()
     if row is None:
         raise ValueError(f"no paper {paper_id} in this version")
-    ranked = dense_ranking(con, np.asarray(row[0], dtype=np.float32), k, exclude=paper_id)
-    return hits(con, ranked)
+    vector = np.asarray(row[0], dtype=np.float32)
+    ranked = dense_ranking(con, vector, k, exclude=paper_id)
+    return hits(con, ranked, query=vector)

@@ -72,6 +72,12 @@ def test_versions_lists_version_1(sample_run):
     assert rows[0]["summary"].startswith("paperlake run ")
 
 
+HIT_FIELDS = (
+    "rank", "paper_id", "title", "authors", "venue", "year", "topic_id", "topic", "link",
+    "code", "score", "bm25", "all_words", "good_match", "no_good_match", "abstract",
+)  # fmt: skip
+
+
 def test_search_json_hits(sample_run):
     result = invoke(
         "search",
@@ -84,10 +90,9 @@ def test_search_json_hits(sample_run):
         sample_run.settings.warehouse,
     )
     hits = json.loads(result.stdout)
-    assert [sorted(h) for h in hits] == [
-        ["abstract", "paper_id", "score", "title", "venue", "year"]
-    ] * 3
-    assert hits[0]["score"] >= hits[1]["score"] >= hits[2]["score"]
+    assert [list(h) for h in hits] == [list(HIT_FIELDS)] * 3
+    assert [h["rank"] for h in hits] == [1, 2, 3]
+    assert hits[0]["good_match"] is True and 0 < hits[0]["score"] <= 1
     assert any("Prophet" in h["abstract"] for h in hits)
     assert any("SparseD" in h["abstract"] for h in hits)
 

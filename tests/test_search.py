@@ -1,13 +1,17 @@
-"""Search on the sample warehouse: hybrid, dense and keyword modes, filters, similar."""
+"""Search on the sample warehouse: hybrid, dense and keyword modes, filters, similar;
+what each hit carries (links, topic, scores) and when no hit is a good match."""
 
 from __future__ import annotations
 
 import re
 
+import duckdb
+import numpy as np
+import polars as pl
 import pytest
 
 from flows import search
-from flows.lake import open_lake
+from flows.lake import connect, open_lake
 from flows.settings import SQL_DIR
 
 
@@ -36,7 +40,8 @@ def test_modes_find_the_right_abstracts(sample_run):
         assert "Neon" in neon["abstract"][0]
         for mode in ("dense", "keyword", "hybrid"):
             hits = search.search(con, "diffusion language model decoding", settings, k=3, mode=mode)
-            assert hits.columns == ["paper_id", "title", "venue", "year", "score", "abstract"]
+            assert hits.columns == list(search.HITS_SCHEMA)
+            assert hits["rank"].to_list() == [1, 2, 3]
             assert any("Prophet" in a for a in hits["abstract"]), mode
         keyword = search.search(con, "SparseD sparse attention", settings, k=1, mode="keyword")
         assert "SparseD" in keyword["abstract"][0]
@@ -97,3 +102,123 @@ def test_example_queries_run_on_the_sample(sample_run, name):
         assert 0 < len(rows) <= 20 and all(0 < r[4] < 0.95 for r in rows)
     else:
         assert rows and rows[0][: len(expected)] == expected
+
+
+def tiny_papers() -> duckdb.DuckDBPyConnection:
+    """Six papers with every kind of id a link is made from, their topics and vectors."""
+    con = connect()
+    con.execute(
+        """
+        create table papers as select * from (values
+            ('doi', '10.1103/PhysRevD.76.013009', 'arXiv', null,
+                []::struct(url varchar, kind varchar)[]),
+            ('arxiv', '0704.0001', 'arXiv', null, []),
+            ('old-arxiv', 'hep-th/9901001v2', 'arXiv', null, []),
+            ('forum', 'HJWHIKqgl', 'ICLR', '2', []),
+            ('pmid', '41590124', 'Lancet', null,
+                [{'url': 'https://github.com/a/b', 'kind': 'code'},
+                 {'url': 'https://example.org/paper', 'kind': 'web'}]),
+            ('plain', 'row-17', 'Workshop', null, [])
+        ) t(paper_id, external_id, venue, decision, links)
+        """
+    )  # fmt: skip
+    con.execute(
+        "alter table papers add column title varchar; alter table papers add column authors "
+        "varchar[]; alter table papers add column year integer; alter table papers add "
+        "column abstract varchar; update papers set title = 'T ' || paper_id, "
+        "authors = ['Ada', 'Bo'], year = 2020, abstract = 'A ' || paper_id"
+    )
+    con.execute(
+        "create table topics as select 1 as topic_id, 'speculative decoding, drafts' as label"
+    )
+    con.execute("create table paper_topics as select paper_id, 1 as topic_id from papers")
+    con.execute(
+        "create table embeddings as select paper_id, "
+        "case when paper_id = 'doi' then [1.0, 0.0] else [0.6, 0.8] end::float[] as embedding "
+        "from papers"
+    )
+    return con
+
+
+def test_hits_carry_links_topic_and_both_scores():
+    con = tiny_papers()
+    ranked = [(p, 0.0) for p in ("doi", "arxiv", "old-arxiv", "forum", "pmid", "plain")]
+    hits = search.hits(
+        con, ranked, query=np.array([1.0, 0.0], dtype=np.float32), bm25={"forum": 3.5},
+        all_words={"forum"},
+    )  # fmt: skip
+    assert hits["paper_id"].to_list() == [p for p, _ in ranked]
+    assert hits["link"].to_list() == [
+        "https://doi.org/10.1103/PhysRevD.76.013009",
+        "https://arxiv.org/abs/0704.0001",
+        "https://arxiv.org/abs/hep-th/9901001v2",
+        "https://openreview.net/forum?id=HJWHIKqgl",
+        "https://example.org/paper",  # a PubMed id says no site: the abstract's web link
+        None,
+    ]
+    assert hits["code"].to_list() == [None] * 4 + ["https://github.com/a/b", None]
+    assert hits["topic"].to_list() == ["speculative decoding, drafts"] * 6
+    assert hits["authors"][0].to_list() == ["Ada", "Bo"]
+    # Cosine as is: 1 for the same direction, 0.6 for [0.6, 0.8].
+    assert hits["score"].to_list() == [1.0] + [0.6] * 5
+    assert hits["bm25"].to_list() == [None, None, None, 3.5, None, None]
+    assert hits["all_words"].to_list() == [False, False, False, True, False, False]
+    assert hits["good_match"].to_list() == [True] + [True] * 5
+    assert hits["no_good_match"].to_list() == [False] * 6
+    strict = search.hits(con, ranked, query=np.array([1.0, 0.0]), all_words={"forum"},
+                         min_cosine=0.7, min_cosine_words=0.6)  # fmt: skip
+    assert strict["good_match"].to_list() == [True, False, False, True, False, False]
+    weak = search.hits(con, ranked[1:3], query=np.array([1.0, 0.0]), min_cosine=0.7)
+    assert weak["no_good_match"].to_list() == [True, True]
+    only_venue = search.hits(con, ranked, venue="arxiv")
+    assert only_venue["rank"].to_list() == [1, 2, 3]
+    assert only_venue["score"].to_list() == [None] * 3  # no query vector: no cosine
+
+
+def test_no_good_match_says_how_close_the_best_hit_came():
+    weak = pl.DataFrame({"score": [0.41, 0.33], "good_match": [False, False]})
+    assert search.no_good_match(weak) == (
+        "no good match: the closest paper's cosine is 0.41 (a good match reaches 0.50, or "
+        "0.25 holding every word of the query)"
+    )
+    assert search.no_good_match(weak.with_columns(good_match=pl.Series([False, True]))) is None
+    words = pl.DataFrame(
+        {"score": [None], "good_match": [False]},
+        schema={"score": pl.Float64, "good_match": pl.Boolean},
+    )
+    assert search.no_good_match(words) == "no good match: no paper holds every word of the query"
+    assert search.no_good_match(pl.DataFrame(schema=search.HITS_SCHEMA)) is None
+
+
+def test_a_query_the_sample_knows_nothing_about_is_no_good_match(sample_run):
+    settings = sample_run.settings
+    with open_lake(settings) as con:
+        molecules = search.search(con, "graph neural networks for molecules", settings, k=5)
+        decoding = search.search(con, "speculative decoding", settings, k=5)
+        chain = search.search(con, "chain of thought", settings, k=3)
+    assert not molecules["good_match"].any() and molecules["no_good_match"].all()
+    assert molecules["score"].max() < search.MIN_COSINE
+    assert search.no_good_match(molecules).startswith("no good match: the closest paper's")
+    assert decoding["abstract"][0].startswith("Speculative sampling reduces the latency")
+    assert decoding["all_words"][0] and decoding["good_match"][0]
+    assert search.no_good_match(decoding) is None
+    # "of" is a stop word: the paper holds every word that counts.
+    assert chain["abstract"][0].startswith("Chain-of-Thought (CoT) reasoning")
+    assert chain["all_words"][0] and chain["good_match"][0]
+
+
+def test_topic_filter_by_id_or_label_words(sample_run):
+    settings = sample_run.settings
+    with open_lake(settings) as con:
+        topics = dict(con.execute("select topic_id, label from topics").fetchall())
+        members = dict(con.execute("select paper_id, topic_id from paper_topics").fetchall())
+        for topic_id, label in topics.items():
+            hits = search.search(con, "language models", settings, k=50, topic=topic_id)
+            assert hits.height == sum(t == topic_id for t in members.values())
+            assert set(hits["topic_id"]) == {topic_id}
+            word = label.split(",")[0].upper()  # case is ignored
+            by_word = search.search(con, "language models", settings, k=50, topic=word)
+            assert topic_id in set(by_word["topic_id"])
+        assert search.search(con, "decoding", settings, topic="no such topic").height == 0
+        keyword = search.search(con, "decoding", settings, mode="keyword", topic=1)
+        assert set(keyword["topic_id"]) <= {1} and keyword["score"].null_count() == keyword.height

@@ -4,14 +4,17 @@ from __future__ import annotations
 
 from enum import StrEnum
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from flows.cli.options import FormatOpt, MaxRowsOpt, VersionOpt, setting_options
-from flows.cli.output import MAX_ROWS, Format, fail, print_frame
+from flows.cli.output import MAX_ROWS, Format, err, fail, out, print_frame
 from flows.lake import WarehouseError, open_lake
 from flows.settings import Settings
+
+if TYPE_CHECKING:
+    import polars as pl
 
 
 class Mode(StrEnum):
@@ -67,26 +70,80 @@ def search(
     ] = Mode.hybrid,
     venue: Annotated[str | None, typer.Option(help="Only papers of this venue.")] = None,
     year: Annotated[int | None, typer.Option(help="Only papers of this year.")] = None,
+    topic: Annotated[
+        str | None, typer.Option(help="Only papers of this topic: its id or words of its label.")
+    ] = None,
     fusion: Annotated[
-        str, typer.Option(help="How hybrid mode fuses: score (scaled scores) or rrf.")
+        str, typer.Option(help="How hybrid mode ranks: score (scaled scores) or rrf.")
     ] = "score",
+    min_cosine: Annotated[
+        float | None,
+        typer.Option(help="Least score (cosine) of a good match [default: measured, see README]."),
+    ] = None,
     fmt: FormatOpt = Format.table,
     max_rows: MaxRowsOpt = MAX_ROWS,
     version: VersionOpt = None,
     *,
     settings: Settings,
 ) -> None:
-    """Search the papers of a version by meaning and by words."""
+    """Search the papers of a version by meaning and by words.
+
+    Each hit has its authors, venue, year, topic, a link, score (the cosine of the query
+    and the paper: the same scale for every query) and bm25 (the keyword score). When even
+    the best hit is below the least cosine of a good match, a line says so.
+    """
+    from flows.search import MIN_COSINE, no_good_match
     from flows.search import search as run_search
 
+    threshold = MIN_COSINE if min_cosine is None else min_cosine
     try:
         with open_lake(settings, version) as con:
             hits = run_search(
-                con, text, settings, k=k, mode=mode.value, venue=venue, year=year, fusion=fusion
-            )
-    except (WarehouseError, ValueError) as exc:
+                con, text, settings, k=k, mode=mode.value, venue=venue, year=year,
+                fusion=fusion, topic=topic, min_cosine=threshold,
+            )  # fmt: skip
+    except (WarehouseError, ValueError, RuntimeError) as exc:
         fail(str(exc))
-    print_frame(hits, fmt, max_rows)
+    print_hits(hits, fmt, max_rows)
+    if weak := no_good_match(hits, threshold):
+        # After a table, for the reader; beside machine formats, on stderr (the rows
+        # carry it as good_match).
+        (out if fmt == Format.table else err).print(weak, highlight=False)
+
+
+TITLE_WORDS = 12  # an untitled paper is shown by its abstract's first words
+TABLE_AUTHORS = 3  # authors a table names before "et al."
+
+
+def print_hits(hits: pl.DataFrame, fmt: Format, max_rows: int) -> None:
+    """Hits as a table for people (title or the abstract's start, authors in short, no
+    abstract), or every field in a machine format."""
+    import polars as pl
+
+    if fmt != Format.table:
+        print_frame(hits, fmt, max_rows)
+        return
+    words = pl.col("abstract").str.split(" ")
+    start = words.list.head(TITLE_WORDS).list.join(" ") + pl.lit(" …")
+    authors = pl.col("authors").list.head(TABLE_AUTHORS).list.join(", ") + pl.when(
+        pl.col("authors").list.len() > TABLE_AUTHORS
+    ).then(pl.lit(" et al.")).otherwise(pl.lit(""))
+    # A narrow terminal keeps the columns at both ends: rank, title, score, link, paper_id.
+    view = hits.select(
+        "rank",
+        title=pl.when(pl.col("title").is_null() | (pl.col("title") == ""))
+        .then(start)
+        .otherwise(pl.col("title")),
+        score="score",
+        bm25="bm25",
+        venue="venue",
+        year="year",
+        topic="topic",
+        authors=authors,
+        paper_id="paper_id",
+        link="link",
+    )
+    print_frame(view, fmt, max_rows)
 
 
 @setting_options("warehouse", "catalog", "data_path")
@@ -107,4 +164,4 @@ def similar(
             hits = run_similar(con, paper_id, k)
     except (WarehouseError, ValueError) as exc:
         fail(str(exc))
-    print_frame(hits, fmt, max_rows)
+    print_hits(hits, fmt, max_rows)
