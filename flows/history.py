@@ -23,13 +23,20 @@ class VersionDiff:
 
     version_a: int
     version_b: int
-    papers: pl.DataFrame  # change, old_id, new_id
+    papers: pl.DataFrame  # change, old_id, new_id, title, untitled
     groups: pl.DataFrame  # dimension, group, papers_a, papers_b, delta
-    new_duplicates: pl.DataFrame
+    new_duplicates: pl.DataFrame  # paper_a, title_a, paper_b, title_b, score, kind, ...
 
     def counts(self) -> dict[str, int]:
         col = self.papers["change"]
         return {c: int((col == c).sum()) for c in ("added", "removed", "changed")}
+
+
+def define_paper_title(con: duckdb.DuckDBPyConnection) -> None:
+    """Give the connection the macros of sql/macros/paper_title.sql: paper_title(title,
+    abstract) names a paper to a person (its title, else its abstract's first words) and
+    paper_untitled(title) says which; every listing of papers uses them."""
+    con.execute(read_sql("macros/paper_title"))
 
 
 def _check_versions(con: duckdb.DuckDBPyConnection, *versions: int) -> None:
@@ -46,6 +53,7 @@ def diff(settings: Settings, version_a: int, version_b: int) -> VersionDiff:
     """Papers added, removed and changed, counts per venue and topic, new near-duplicates."""
     with open_lake(settings) as con:
         _check_versions(con, version_a, version_b)
+        define_paper_title(con)
         con.execute(f"set variable version_a = {int(version_a)}")
         con.execute(f"set variable version_b = {int(version_b)}")
         return VersionDiff(

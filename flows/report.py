@@ -18,6 +18,7 @@ import jinja2
 import numpy as np
 import polars as pl
 
+from flows.history import define_paper_title
 from flows.lake import WarehouseError, open_lake, published_versions, read_sql
 from flows.settings import Settings
 
@@ -27,6 +28,7 @@ TEMPLATE = "report.html.j2"
 # Size of the paper map's SVG viewBox and the margin kept clear of the frame.
 MAP_WIDTH, MAP_HEIGHT, MAP_PAD = 640, 420, 18
 TOP_DUPLICATES = 20
+TOP_CHANGES = 10  # papers added, removed and changed that "What changed" lists, of each
 TOP_MENTIONS = 15
 LENGTH_BINS = 16
 
@@ -56,6 +58,7 @@ class Change:
     changed: int
     groups: list[dict[str, Any]]  # dimension, group, papers_a, papers_b, delta (delta != 0)
     new_duplicates: int
+    papers: list[dict[str, Any]]  # change, old_id, new_id, title: TOP_CHANGES of each change
 
 
 @dataclass
@@ -138,7 +141,7 @@ def paper_points(
     """Map points: the papers' embeddings projected to the SVG viewBox, coloured by topic.
 
     Args:
-        frame: paper_id, topic_id, snippet, embedding (sql/report/paper_map.sql).
+        frame: paper_id, topic_id, title, embedding (sql/report/paper_map.sql).
     """
     if frame.height == 0:
         return [], (0.0, 0.0)
@@ -147,7 +150,7 @@ def paper_points(
     xy = to_viewbox(xy)
     points = []
     for (x, y), row in zip(
-        xy, frame.select("paper_id", "topic_id", "snippet").iter_rows(named=True), strict=True
+        xy, frame.select("paper_id", "topic_id", "title").iter_rows(named=True), strict=True
     ):
         topic = row["topic_id"]
         points.append(
@@ -157,7 +160,7 @@ def paper_points(
                 "x": float(x),
                 "y": float(y),
                 "color": colors.get(topic, NO_TOPIC_COLOR),
-                "tip": f"{row['paper_id']}: {row['snippet'] or ''}…",
+                "tip": f"{row['title'] or '(no title)'}\n{row['paper_id']}",
             }
         )
     return points, explained
@@ -213,6 +216,7 @@ def gather(
         seed: the PCA seed.
         snapshot: the version's catalog entry (time, summary), when known.
     """
+    define_paper_title(con)
     con.execute(f"set variable version = {int(version)}")
     con.execute(f"set variable top_n = {TOP_DUPLICATES}")
     duplicates = rows(con, "top_duplicates")
@@ -245,7 +249,8 @@ def gather(
 
 
 def change_since(settings: Settings, previous: int, version: int) -> Change:
-    """Papers added, removed and changed, and group and near-duplicate changes."""
+    """Papers added, removed and changed (TOP_CHANGES of each by name), and group and
+    near-duplicate changes."""
     from flows import history
 
     diff = history.diff(settings, previous, version)
@@ -258,6 +263,7 @@ def change_since(settings: Settings, previous: int, version: int) -> Change:
         changed=counts["changed"],
         groups=groups,
         new_duplicates=diff.new_duplicates.height,
+        papers=diff.papers.filter(pl.int_range(pl.len()).over("change") < TOP_CHANGES).to_dicts(),
     )
 
 

@@ -153,6 +153,31 @@ def test_cli_dq_json_gives_one_object_per_expectation_result(warned_run, capsys)
     assert missing.exit_code == 1 and "version 9 is not a published version" in missing.output
 
 
+def test_papers_version_2_added_are_named_in_diff_and_report(warned_run, tmp_path):
+    from flows.report import write_report
+
+    warehouse = str(warned_run.settings.warehouse)
+    titles = sorted(r["title"] for r in WARNED)
+    listed = runner.invoke(app, ["diff", "1", "2", "-w", warehouse, "--format", "json"])
+    papers = json.loads(listed.stdout)["papers"]
+    assert sorted((p["change"], p["title"], p["untitled"]) for p in papers) == [
+        ("added", title, False) for title in titles
+    ]
+    ids = {p["title"]: p["new_id"] for p in papers}
+    shown = runner.invoke(app, ["diff", "1", "2", "-w", warehouse]).output
+    for title in titles:
+        assert f"│ added  │ {ids[title]} │ {title[:30]}" in shown, shown  # cut to fit 80
+
+    html = write_report(warned_run.settings, 2, tmp_path / "report.html").read_text()
+    changes = html[html.index('<section id="changes">') :].split("</section>", 1)[0]
+    rows = re.findall(r'<tr data-change="(\w+)">(.*?)</tr>', changes, re.S)
+    named = [
+        (change, *re.search(r'title="(\w+)" data-paper-title>([^<]*)<', row).groups())
+        for change, row in rows
+    ]
+    assert sorted(named) == sorted(("added", ids[title], title) for title in titles)
+
+
 def test_page_of_a_stopped_run_names_the_blocking_failure(warned_run):
     """A run stopped by a blocking check gets its page from its staged tables and results
     (here version 2's, with one embedding made to fail)."""
@@ -224,6 +249,7 @@ def test_dq_page_of_a_run_with_warnings_in_chromium(chromium, warned_run, capsys
         warned_run.raw / "misc" / "dump.jsonl"
     )
     assert first.locator(".value").inner_text() == "null"
+    assert first.locator(".pid").inner_text() == first.get_attribute("data-key")  # the id
 
     # Hiding passed checks leaves the two warnings and their rows.
     page.check("#hide-passed")

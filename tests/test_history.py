@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -35,6 +36,12 @@ NEW_ABSTRACTS = [
     "matches natural sequences; we release the model, the data and wet-lab results for two "
     "hundred variants.",
 ]
+
+
+def first_words(abstract: str) -> str:
+    """How an untitled paper is listed: its abstract's first 14 words."""
+    words = abstract.split()
+    return " ".join(words[:14]) + ("…" if len(words) > 14 else "")
 
 
 def add_new_dump(raw):
@@ -79,6 +86,11 @@ def test_unchanged_new_and_edited_inputs(prefect_server, raw_copy, tmp_path):
     assert (venue["papers_a"], venue["papers_b"], venue["delta"]) == (38, 43, 5)
     shown = CliRunner().invoke(app, ["diff", "1", "2", "-w", str(warehouse)])
     assert "papers +5 added, -0 removed, ~0 changed" in shown.output
+    # Each added paper is listed by id and name (untitled: its abstract's first words).
+    added = dict(zip(change.papers["title"], change.papers["new_id"], strict=True))
+    assert sorted(added) == sorted(map(first_words, NEW_ABSTRACTS))
+    chemistry = added[first_words(NEW_ABSTRACTS[0])]
+    assert re.search(rf"added +│ {chemistry} │ We propose a retrieval benchmark", shown.output)
 
     # One abstract edited: one changed paper; each version sees its own text.
     dump = raw_copy / "new_dump.txt"
@@ -101,9 +113,15 @@ def test_unchanged_new_and_edited_inputs(prefect_server, raw_copy, tmp_path):
     (raw_copy / "003_1f2bd0aed823d1af.txt").unlink()
     fourth = paperlake(raw=[str(raw_copy)], warehouse=str(warehouse))
     assert fourth.version == 4 and fourth.papers == 24
-    assert history.diff(settings, 3, 4).counts() == {"added": 0, "removed": 19, "changed": 0}
+    change = history.diff(settings, 3, 4)
+    assert change.counts() == {"added": 0, "removed": 19, "changed": 0}
     with open_lake(settings, 3) as con:
         assert con.execute("select count(*) from papers").fetchone() == (43,)
+        # A removed paper is named as the older version had it.
+        removed = dict(con.execute("select paper_id, abstract from papers").fetchall())
+    assert {r["old_id"]: r["title"] for r in change.papers.iter_rows(named=True)} == {
+        paper_id: first_words(removed[paper_id]) for paper_id in change.papers["old_id"]
+    }
     with open_lake(settings) as con:
         assert published_versions(con) == [1, 2, 3, 4]
         assert con.execute("select count(*) from neighbors").fetchone() == (240,)

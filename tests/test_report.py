@@ -12,7 +12,7 @@ from typer.testing import CliRunner
 
 from flows.cli import app
 from flows.lake import open_lake
-from flows.report import gather, length_histogram, project_2d, render, write_report
+from flows.report import Change, gather, length_histogram, project_2d, render, write_report
 from tests.conftest import open_offline
 
 runner = CliRunner()
@@ -150,11 +150,20 @@ def test_gather_tiny_warehouse():
     ]
     assert (figures.dq_passed, figures.dq_failed) == (3, 1)
     assert [(r["expectation"], r["sample_ids"]) for r in figures.dq_failures] == [("e4", "p3, p4")]
+    # Failing rows are named: a title, else the abstract's first 14 words.
+    assert figures.dq_failures[0]["sample_rows"] == [
+        {"key": "p3", "title": "A titled paper", "untitled": False},
+        {"key": "p4", "title": words(14, "d") + "…", "untitled": True},
+    ]
     assert figures.run["run_id"] == "run-two"
     assert figures.duplicates == [
         {
             "paper_a": "p1",
+            "title_a": words(14, "a") + "…",  # no title
+            "untitled_a": True,
             "paper_b": "p2",
+            "title_b": words(14, "b") + "…",  # an empty title
+            "untitled_b": True,
             "score": pytest.approx(0.97),
             "kind": "near",
             "location_a": "a.txt:3",
@@ -176,8 +185,8 @@ def test_gather_tiny_warehouse():
     assert [p["paper_id"] for p in figures.points] == ["p1", "p2", "p3", "p4"]
     assert figures.points == again.points  # the projection is deterministic
     tips = {p["paper_id"]: p["tip"] for p in figures.points}
-    assert tips["p3"] == "p3: A titled paper…"
-    assert tips["p1"].startswith("p1: a0 a1 a2")
+    assert tips["p3"] == "A titled paper\np3"
+    assert tips["p1"] == words(14, "a") + "…\np1"
 
     html = render(figures)
     assert metrics(html, "version") == ["2"]
@@ -190,7 +199,69 @@ def test_gather_tiny_warehouse():
     ]
     assert metrics(html, "mention-papers") == ["2", "1", "1"]
     assert html.count("<circle") == 4
+    duplicates = html[html.index('<section id="duplicates">') :].split("</section>", 1)[0]
+    pair = re.search(r'<tr data-pair="p1/p2">(.*?)</tr>', duplicates, re.S).group(1)
+    assert re.findall(r'class="paper untitled" title="(\w+)" data-paper-title>([^<]*)<', pair) == [
+        ("p1", words(14, "a") + "…"),
+        ("p2", words(14, "b") + "…"),
+    ]
+    assert '<span class="pid">p1 · a.txt:3</span>' in pair
+    failures = html[html.index('data-metric-row="dq-failure"') :].split("</tr>", 1)[0]
+    assert 'title="p3" data-paper-title>A titled paper<' in failures
     assert "first version" in html  # no change figures were attached
+
+
+def test_what_changed_lists_papers_by_name():
+    with tiny_connection() as con:
+        figures = gather(con, version=2)
+    figures.previous = 1
+    figures.change = Change(
+        previous=1,
+        added=12,  # more than the report lists
+        removed=1,
+        changed=1,
+        groups=[],
+        new_duplicates=0,
+        papers=[
+            {
+                "change": "added",
+                "old_id": None,
+                "new_id": "p3",
+                "title": "A titled paper",
+                "untitled": False,
+            },
+            {
+                "change": "changed",
+                "old_id": "p0",
+                "new_id": "p1",
+                "title": "a0 a1…",
+                "untitled": True,
+            },
+            {
+                "change": "removed",
+                "old_id": "p9",
+                "new_id": None,
+                "title": "Gone",
+                "untitled": False,
+            },
+        ],
+    )
+    changes = render(figures).split('<section id="changes">', 1)[1].split("</section>", 1)[0]
+    rows = re.findall(r'<tr data-change="(\w+)">(.*?)</tr>', changes, re.S)
+    names = [
+        (
+            change,
+            *re.search(r'class="([\w ]+)" title="(\w+)" data-paper-title>([^<]*)<', row).groups(),
+        )
+        for change, row in rows
+    ]
+    assert names == [
+        ("added", "paper", "p3", "A titled paper"),
+        ("changed", "paper untitled", "p1", "a0 a1…"),
+        ("removed", "paper", "p9", "Gone"),
+    ]
+    assert '<span class="pid">p1 · was p0</span>' in changes
+    assert "… and 11 more added" in changes
 
 
 def test_report_without_mentions_table_says_so():
@@ -300,7 +371,9 @@ def test_report_in_chromium_matches_the_warehouse(chromium, sample_run, tmp_path
         (s["venue"], int(s["year"])): int(s["text"]) for s in values("venue-papers")
     } == expected["venues"]
     assert page.locator("#paper-map circle").count() == expected["embedded"]
-    assert page.locator("#paper-map circle title").first.text_content().count(":") >= 1
+    dot = page.locator("#paper-map circle").first
+    name, paper_id = dot.locator("title").text_content().split("\n")
+    assert paper_id == dot.get_attribute("data-paper") and len(name.split()) >= 3
     assert "first version" in page.locator("#changes").inner_text()
 
     # The legend's script runs: hovering a topic focuses the map on it.

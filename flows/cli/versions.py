@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import sys
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -12,6 +12,9 @@ from flows.cli.options import FormatOpt, MaxRowsOpt, VersionOpt, setting_options
 from flows.cli.output import MAX_ROWS, Format, as_text, fail, out, print_frame
 from flows.lake import WarehouseError, open_lake, read_sql
 from flows.settings import Settings
+
+if TYPE_CHECKING:
+    import polars as pl
 
 
 @setting_options("warehouse", "catalog", "data_path")
@@ -38,9 +41,10 @@ def diff(
 ) -> None:
     """What changed between two versions: papers, venues, topics, near-duplicates.
 
-    json gives one object (counts and the three lists); csv one table, its first column
-    naming the list each row belongs to; jsonl one object per row with that name;
-    markdown the three tables under headings.
+    Papers are named by id and title (an untitled paper by its abstract's first words; a
+    removed paper as the older version had it). json gives one object (counts and the
+    three lists); csv one table, its first column naming the list each row belongs to;
+    jsonl one object per row with that name; markdown the three tables under headings.
     """
     import polars as pl
 
@@ -82,11 +86,44 @@ def diff(
     else:
         out.print(headline, highlight=False)
         if change.papers.height:
-            print_frame(change.papers, fmt, max_rows, title="papers")
+            print_frame(paper_lines(change.papers), fmt, max_rows, title="papers")
         print_frame(change.groups, fmt, max_rows, title="papers per venue and topic")
         out.print(f"new near-duplicate pairs: {change.new_duplicates.height}")
         if change.new_duplicates.height:
-            print_frame(change.new_duplicates, fmt, max_rows)
+            print_frame(pair_lines(change.new_duplicates), fmt, max_rows)
+
+
+def paper_lines(papers: pl.DataFrame) -> pl.DataFrame:
+    """Changed papers for people: change, the paper's id (the newer one of a changed paper)
+    and title, and the older id only where a paper changed, so the title has the room."""
+    import polars as pl
+
+    lines = papers.select(
+        "change", pl.coalesce("new_id", "old_id").alias("paper_id"), "title", "old_id"
+    )
+    if not (papers["change"] == "changed").any():
+        return lines.drop("old_id")
+    return lines.with_columns(pl.when(pl.col("change") == "changed").then("old_id").alias("old_id"))
+
+
+def pair_lines(pairs: pl.DataFrame) -> pl.DataFrame:
+    """Near-duplicate pairs for people: a line per paper (id and title) under its pair's
+    number and score, so two titles fit a terminal; files and lines are in the other formats."""
+    import polars as pl
+
+    numbered = pairs.with_row_index("pair", offset=1).with_columns(
+        pl.col("score").cast(pl.Float64).round(4)
+    )
+    sides = [
+        numbered.select(
+            "pair",
+            "score",
+            pl.col(f"paper_{s}").alias("paper_id"),
+            pl.col(f"title_{s}").alias("title"),
+        )
+        for s in ("a", "b")
+    ]
+    return pl.concat(sides).sort("pair", maintain_order=True)
 
 
 @setting_options("warehouse", "catalog", "data_path")

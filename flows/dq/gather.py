@@ -25,6 +25,7 @@ from flows.dq.page import (
     status_of,
     threshold,
 )
+from flows.history import define_paper_title
 from flows.lake import WarehouseError, catalog_exists, open_lake, published_versions, read_sql
 from flows.settings import Settings
 
@@ -92,6 +93,7 @@ def paper_labels(con: duckdb.DuckDBPyConnection, paper_ids: set[str]) -> dict[st
     """Title (or first words) and first location of each paper (sql/dq/paper_labels.sql)."""
     if not paper_ids:
         return {}
+    define_paper_title(con)
     con.execute("set variable paper_ids = ?", [sorted(paper_ids)])
     try:
         frame = con.execute(read_sql("dq/paper_labels")).pl()
@@ -102,30 +104,33 @@ def paper_labels(con: duckdb.DuckDBPyConnection, paper_ids: set[str]) -> dict[st
 
 def identity(
     suite: str, key: str, row: dict[str, Any], labels: dict[str, dict]
-) -> tuple[str | None, bool, str | None, int | None]:
-    """How a person knows a row: (title, untitled, file, line)."""
-
-    def paper(paper_id: str) -> tuple[str | None, bool]:
-        label = labels.get(paper_id)
-        if label is None:
-            return None, False
-        return (label["title"], False) if label["title"] else (f"{label['first_words']}…", True)
-
-    paper_id = row.get("paper_id") or row.get("paper_a")
-    if paper_id:
-        title, untitled = paper(paper_id)
-        if row.get("paper_b"):  # a pair: both papers, located at the first
-            title = f"{title} | {paper(row['paper_b'])[0]}"
-        label = labels.get(paper_id, {})
-        return title, untitled, label.get("source_path"), label.get("line")
+) -> tuple[str | None, bool, str | None, int | None, list[dict[str, Any]]]:
+    """How a person knows a row: (title, untitled, file, line, papers it is about)."""
+    first = row.get("paper_id") or row.get("paper_a")
+    if first:
+        # A pair (duplicates, neighbors) names both papers and is located at the first.
+        second = row.get("paper_b") or row.get("neighbor_id")
+        papers = [
+            {
+                "paper_id": paper_id,
+                "title": labels.get(paper_id, {}).get("title"),
+                "untitled": bool(labels.get(paper_id, {}).get("untitled")),
+            }
+            for paper_id in (first, second)
+            if paper_id
+        ]
+        named = any(p["title"] for p in papers)
+        title = " | ".join(p["title"] or p["paper_id"] for p in papers) if named else None
+        label = labels.get(first, {})
+        return title, papers[0]["untitled"], label.get("source_path"), label.get("line"), papers
     if suite == "rejects":
         snippet = row.get("raw_snippet") or row.get("reason")
-        return short_value(snippet), True, row.get("source_path"), row.get("line")
+        return short_value(snippet), True, row.get("source_path"), row.get("line"), []
     if suite == "sources":
-        return None, False, row.get("path") or key, None
+        return None, False, row.get("path") or key, None, []
     if suite == "topics":
-        return row.get("label"), False, None, None
-    return None, False, None, None
+        return row.get("label"), False, None, None, []
+    return None, False, None, None, []
 
 
 def failing_row(
@@ -141,11 +146,11 @@ def failing_row(
         if len(values) == 1
         else ", ".join(f"{c} = {v}" for c, v in zip(columns, values, strict=True))
     )
-    title, untitled, path, line = identity(check["suite"], key, row, labels)
+    title, untitled, path, line, papers = identity(check["suite"], key, row, labels)
     location = relative(path, root)
     if location and line is not None:
         location = f"{location}:{line}"
-    return FailingRow(key, title, untitled, location, path, value)
+    return FailingRow(key, title, untitled, location, path, value, papers)
 
 
 def failing_rows(
@@ -164,7 +169,7 @@ def failing_rows(
         r[c]
         for rows in tables.values()
         for r in rows.values()
-        for c in ("paper_id", "paper_a", "paper_b")
+        for c in ("paper_id", "paper_a", "paper_b", "neighbor_id")
         if r.get(c)
     }
     labels = paper_labels(con, papers)

@@ -21,6 +21,8 @@ class FailingRow:
     location: str | None  # file:line, relative to the page's root folder
     path: str | None  # the file's full path
     value: str  # the offending value(s)
+    # The paper(s) the row is about (two for a pair): paper_id, title, untitled.
+    papers: list[dict[str, Any]] = field(default_factory=list)
 
 
 @dataclass

@@ -1,15 +1,27 @@
 -- paper_changes: papers added, removed or changed between two versions.
--- grain: one row per change; a changed paper pairs its old and new id.
+-- grain: one row per change; a changed paper pairs its old and new id. Each row names its
+-- paper (macros paper_title, paper_untitled): a removed paper as version a had it, any
+-- other as version b.
 -- upstream: papers and paper_sources at versions getvariable('version_a') and ('version_b').
 -- A paper whose text changed gets a new content id; it counts as changed, not as one
 -- removal and one addition, when the old and new ids share a location (file and record
 -- number) or an external id.
 with old_papers as (
-    select paper_id, external_id from papers at (version => getvariable('version_a'))
+    select
+        paper_id,
+        external_id,
+        paper_title(title, abstract) as title,
+        paper_untitled(title) as untitled
+    from papers at (version => getvariable('version_a'))
 ),
 
 new_papers as (
-    select paper_id, external_id from papers at (version => getvariable('version_b'))
+    select
+        paper_id,
+        external_id,
+        paper_title(title, abstract) as title,
+        paper_untitled(title) as untitled
+    from papers at (version => getvariable('version_b'))
 ),
 
 old_locations as (
@@ -52,7 +64,7 @@ changed as (
     group by old_id
 ),
 
-final as (
+listed as (
     select 'changed' as change, old_id, new_id from changed
     union all
     select 'removed', paper_id, null from removed
@@ -60,6 +72,18 @@ final as (
     union all
     select 'added', null, paper_id from added
     where paper_id not in (select new_id from changed)
+),
+
+final as (
+    select
+        listed.change,
+        listed.old_id,
+        listed.new_id,
+        coalesce(new_papers.title, old_papers.title) as title,
+        coalesce(new_papers.untitled, old_papers.untitled) as untitled
+    from listed
+    left join old_papers on old_papers.paper_id = listed.old_id
+    left join new_papers on new_papers.paper_id = listed.new_id
 )
 
 select * from final

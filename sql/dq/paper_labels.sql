@@ -1,5 +1,5 @@
--- paper_labels: how a person knows a paper: its title (or its first words when untitled)
--- and the file and line it was first found at.
+-- paper_labels: how a person knows a paper: its name (macro paper_title: the title, or the
+-- abstract's first words when untitled) and the file and line it was first found at.
 -- grain: one row per paper_id in getvariable('paper_ids').
 -- upstream: papers.
 with wanted as (
@@ -9,8 +9,8 @@ with wanted as (
 found as (
     select
         papers.paper_id,
-        nullif(trim(papers.title), '') as title,
-        array_to_string(string_split(papers.abstract, ' ')[1:14], ' ') as first_words,
+        paper_title(papers.title, papers.abstract) as title,
+        paper_untitled(papers.title) as untitled,
         papers.source_path,
         papers.line
     from papers

@@ -1,4 +1,5 @@
--- paper_map: every embedded paper with its vector, topic and a short hover text.
+-- paper_map: every embedded paper with its vector, topic and name (macro paper_title) for
+-- its hover text.
 -- grain: one row per paper that has an embedding, ordered by paper_id for a stable projection.
 -- upstream: papers, embeddings, paper_topics.
 with vectors as (
@@ -13,10 +14,7 @@ final as (
     select
         papers.paper_id,
         assigned.topic_id,
-        coalesce(
-            nullif(papers.title, ''),
-            array_to_string(string_split(papers.abstract, ' ')[1:14], ' ')
-        ) as snippet,
+        paper_title(papers.title, papers.abstract) as title,
         vectors.embedding
     from papers
     join vectors using (paper_id)
