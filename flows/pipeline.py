@@ -209,7 +209,7 @@ def validate_tables(
     tables: dict[str, pl.DataFrame], settings: Settings, run_id: str, parameters: dict
 ) -> tuple[pl.DataFrame, Path | None]:
     """Run every suite in expectations/ on its table; build the Data Docs."""
-    validator = validate.Validator(settings.warehouse / "gx", run_id)
+    validator = validate.Validator(settings.warehouse / "gx", run_id, settings.cache_path / "dq")
     results = [
         validator.validate(name, tables[name], parameters) for name in validate.suite_names()
     ]

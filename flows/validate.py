@@ -9,6 +9,7 @@ reads offline.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import os
@@ -22,6 +23,7 @@ from pathlib import Path
 import polars as pl
 
 from flows import tables
+from flows.lake import read_sql
 from flows.settings import EXPECTATIONS_DIR
 
 BATCH_ROWS = 200_000
@@ -133,26 +135,140 @@ def _quiet_gx() -> None:
     warnings.filterwarnings("ignore", module="great_expectations")
 
 
+# Expectations whose outcome for a row depends on that row alone: a row checked once keeps
+# its outcome while its content, the suite and the parameters stay the same.
+ROW_LEVEL = frozenset(
+    {
+        "expect_column_values_to_not_be_null",
+        "expect_column_values_to_be_null",
+        "expect_column_values_to_be_between",
+        "expect_column_values_to_be_in_set",
+        "expect_column_values_to_match_regex",
+        "expect_column_values_to_not_match_regex",
+        "expect_column_value_lengths_to_be_between",
+        "expect_column_pair_values_to_be_equal",
+        "expect_column_pair_values_a_to_be_greater_than_b",
+    }
+)
+# Expectations over the whole table, computed in DuckDB (sql/dq/duplicate_keys.sql).
+TABLE_LEVEL = frozenset(
+    {
+        "expect_column_values_to_be_unique",
+        "expect_compound_columns_to_be_unique",
+        "expect_table_row_count_to_equal",
+    }
+)
+ROW_HASH = "_row_hash"
+
+
+def resolve(kwargs: dict, parameters: dict) -> dict:
+    """An expectation's kwargs with each {"$PARAMETER": name} replaced by its value."""
+    return {
+        key: parameters[value["$PARAMETER"]]
+        if isinstance(value, dict) and "$PARAMETER" in value
+        else value
+        for key, value in kwargs.items()
+    }
+
+
+def column_label(kwargs: dict) -> str | None:
+    """The column(s) an expectation checks, as dq_results names them."""
+    pair = ",".join(c for c in (kwargs.get("column_A"), kwargs.get("column_B")) if c)
+    return kwargs.get("column") or ",".join(kwargs.get("column_list", [])) or pair or None
+
+
+@dataclass
+class RowMemo:
+    """Which rows a suite's row-level expectations were run on, and which of them failed:
+    one Parquet file of (row hash, indices of the failed expectations) per table, under a
+    key of the suite, its parameters and the library versions; the same key's JSON holds
+    each expectation's result fields that do not depend on the rows."""
+
+    path: Path | None
+
+    @classmethod
+    def at(cls, folder: Path | None, table: str, expectations: list[dict], parameters: dict):
+        if folder is None:
+            return cls(None)
+        from importlib.metadata import version
+
+        spec = [{**e, "kwargs": resolve(e["kwargs"], parameters)} for e in expectations]
+        text = json.dumps(
+            [spec, pl.__version__, version("great-expectations")], sort_keys=True, default=str
+        )
+        return cls(folder / f"{table}-{hashlib.sha256(text.encode()).hexdigest()[:16]}")
+
+    def rows(self) -> pl.DataFrame:
+        empty = pl.DataFrame(schema={"row_hash": pl.UInt64, "failed": pl.List(pl.UInt16)})
+        if self.path is None or not self.path.with_suffix(".json").exists():
+            return empty
+        try:
+            return pl.read_parquet(self.path.with_suffix(".parquet"))
+        except (OSError, pl.exceptions.PolarsError):
+            return empty
+
+    def fields(self) -> list[dict] | None:
+        try:
+            return json.loads(self.path.with_suffix(".json").read_text()) if self.path else None
+        except (OSError, ValueError):
+            return None
+
+    def write(self, rows: pl.DataFrame, fields: list[dict]) -> None:
+        """Keep `rows` and `fields` as the table's only memo (each file written whole)."""
+        if self.path is None:
+            return
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        table = self.path.name.rsplit("-", 1)[0]
+        for old in self.path.parent.glob(f"{table}-*"):
+            if old.stem != self.path.name:
+                old.unlink(missing_ok=True)
+        for suffix, write in (
+            (".parquet", rows.write_parquet),
+            (".json", lambda f: Path(f).write_text(json.dumps(fields))),
+        ):
+            tmp = self.path.with_suffix(f".{os.getpid()}.tmp")
+            write(tmp)
+            os.replace(tmp, self.path.with_suffix(suffix))
+
+
 class Validator:
-    """A Great Expectations file context under warehouse/gx that runs suites on frames."""
+    """A Great Expectations file context under warehouse/gx that runs suites on frames.
 
-    def __init__(self, root: Path, run_id: str):
-        _quiet_gx()
-        import great_expectations as gx
+    Row-level expectations run in Great Expectations on the rows not checked before (all of
+    them without a memo folder, or when a suite or a parameter changed); the outcome of the
+    others comes from the memo. Table-level ones (uniqueness, row counts) are computed in
+    DuckDB over the whole table. Either way each result counts every row of the table.
+    """
 
-        self.gx = gx
+    def __init__(self, root: Path, run_id: str, memo: Path | None = None):
+        self.root = root
         self.run_id = run_id
-        root.mkdir(parents=True, exist_ok=True)
-        self.context = gx.get_context(mode="file", project_root_dir=str(root))
-        self.context.variables.progress_bars = {"globally": False}
-        self.source = self.context.data_sources.add_or_update_pandas("paperlake")
+        self.memo = memo
         self.results: list[pl.DataFrame] = []
+        self.ran_gx = False  # whether any suite result was stored for the Data Docs
+        self._context = None
+
+    @property
+    def context(self):
+        """The file context, made when first needed: a run that checks no new row never
+        imports Great Expectations."""
+        if self._context is None:
+            _quiet_gx()
+            import great_expectations as gx
+
+            self.gx = gx
+            self.root.mkdir(parents=True, exist_ok=True)
+            self._context = gx.get_context(mode="file", project_root_dir=str(self.root))
+            self._context.variables.progress_bars = {"globally": False}
+            self.source = self._context.data_sources.add_or_update_pandas("paperlake")
+        return self._context
 
     def _definition(self, suite: Suite):
         from great_expectations.expectations.expectation_configuration import (
             ExpectationConfiguration,
         )
 
+        context = self.context
         gx = self.gx
         try:
             asset = self.source.get_asset(suite.name)
@@ -172,34 +288,176 @@ class Validator:
             ).to_domain_obj()
             for e in suite.expectations
         ]
-        gx_suite = self.context.suites.add_or_update(
+        gx_suite = context.suites.add_or_update(
             gx.ExpectationSuite(name=suite.name, expectations=expectations)
         )
         return batch, gx_suite
 
     def validate(self, table: str, frame: pl.DataFrame, parameters: dict) -> pl.DataFrame:
-        """Run the suite named `table` on `frame` (in batches); return its dq_results rows."""
+        """Run the suite named `table` on `frame`; return its dq_results rows."""
         suite = Suite.load(table)
-        whole, gx_suite = self._definition(suite)
+        unknown = sorted({e["type"] for e in suite.expectations} - ROW_LEVEL - TABLE_LEVEL)
+        if unknown:
+            raise ValueError(f"suite {table}: no way to run {', '.join(unknown)}")
         prepared = prepare(table, frame)
-        batches = [prepared] if prepared.height <= BATCH_ROWS else prepared.iter_slices(BATCH_ROWS)
+        row_level = [e for e in suite.expectations if e["type"] in ROW_LEVEL]
+        memo = RowMemo.at(self.memo, table, row_level, parameters)
+        failed, fields = self._row_outcomes(suite, row_level, prepared, parameters, memo)
+        rows = [
+            self._row_result(suite, field, index, prepared, failed)
+            for index, field in enumerate(fields)
+        ]
+        rows += [
+            self._table_result(suite, e, prepared, parameters)
+            for e in suite.expectations
+            if e["type"] in TABLE_LEVEL
+        ]
+        out = pl.DataFrame(rows, schema=DQ_SCHEMA)
+        self.results.append(out)
+        return out
+
+    def _row_outcomes(
+        self,
+        suite: Suite,
+        expectations: list[dict],
+        prepared: pl.DataFrame,
+        parameters: dict,
+        memo: RowMemo,
+    ) -> tuple[pl.Series, list[dict]]:
+        """For each row of `prepared`, the indices of the row-level expectations it fails;
+        and each expectation's fields. Rows the memo knows are not checked again."""
+        hashes = prepared.hash_rows()
+        known, fields = memo.rows(), memo.fields()
+        fresh = prepared.with_columns(pl.Series(ROW_HASH, hashes)).filter(
+            ~pl.col(ROW_HASH).is_in(known["row_hash"].implode())
+        )
+        if fresh.height or fields is None:
+            spec = Suite(suite.name, (ROW_HASH,), tuple(expectations))
+            fields, failures = self._run_gx(spec, fresh, parameters)
+            fresh_failed = pl.DataFrame(
+                {
+                    "row_hash": fresh[ROW_HASH],
+                    "failed": [
+                        [i for i, bad in enumerate(failures) if h in bad] for h in fresh[ROW_HASH]
+                    ],
+                },
+                schema={"row_hash": pl.UInt64, "failed": pl.List(pl.UInt16)},
+            )
+            known = pl.concat([known, fresh_failed]).unique("row_hash", keep="first")
+        current = pl.DataFrame({"row_hash": hashes}).join(
+            known, on="row_hash", how="left", maintain_order="left"
+        )
+        memo.write(current.unique("row_hash", keep="first"), fields)
+        return current["failed"], fields
+
+    def _run_gx(
+        self, suite: Suite, fresh: pl.DataFrame, parameters: dict
+    ) -> tuple[list[dict], list[set[int]]]:
+        """Run `suite` in Great Expectations on `fresh` (in batches): each expectation's
+        fields and the row hashes that failed it."""
+        whole, gx_suite = self._definition(suite)
         result_format = {
             "result_format": "COMPLETE",
-            "unexpected_index_column_names": list(suite.id_columns),
+            "unexpected_index_column_names": [ROW_HASH],
             "partial_unexpected_count": SAMPLE_IDS,
             # GX would show a pandas query on a frame that only existed inside the run.
             "return_unexpected_index_query": False,
         }
-        rows: list[dict] = []
+        batches = [fresh] if fresh.height <= BATCH_ROWS else fresh.iter_slices(BATCH_ROWS)
+        fields: list[dict] = []
+        failures = [set() for _ in suite.expectations]
         for batch in batches:
             result = whole.get_batch(batch_parameters={"dataframe": batch.to_pandas()}).validate(
                 gx_suite, expectation_parameters=parameters, result_format=result_format
             )
             self._store(suite.name, result)
-            rows.extend(self._rows(suite, result.results))
-        out = _merge_batches(pl.DataFrame(rows, schema=DQ_SCHEMA))
-        self.results.append(out)
-        return out
+            self.ran_gx = True
+            fields = []
+            for index, expectation in enumerate(suite.expectations):
+                res = result_for(result.results, expectation)
+                detail = res.result or {}
+                failures[index].update(
+                    int(item[ROW_HASH])
+                    for item in detail.get("unexpected_index_list") or []
+                    if isinstance(item, dict)
+                )
+                fields.append(self._fields(res))
+        return fields, failures
+
+    @staticmethod
+    def _fields(res) -> dict:
+        config = res.expectation_config
+        kwargs = {k: v for k, v in config.kwargs.items() if k != "batch_id"}
+        severity = getattr(config.severity, "value", str(config.severity))
+        return {
+            "expectation": config.type,
+            "column_name": column_label(kwargs),
+            "kwargs": json.dumps(kwargs, sort_keys=True, default=str),
+            "severity": severity,
+            "mostly": kwargs.get("mostly"),
+            "column": kwargs.get("column"),
+        }
+
+    def _row_result(
+        self, suite: Suite, field: dict, index: int, prepared: pl.DataFrame, failed: pl.Series
+    ) -> dict:
+        """One row-level expectation's result over every row, from each row's outcome."""
+        mask = failed.list.contains(index).fill_null(False)
+        unexpected = int(mask.sum())
+        column = field["column"]
+        if field["expectation"] == "expect_column_values_to_not_be_null" or column is None:
+            considered = prepared.height
+        else:  # as Great Expectations: null values are not counted against `mostly`
+            considered = prepared.height - prepared[column].null_count()
+        mostly = field["mostly"]
+        if mostly is None:
+            success = unexpected == 0
+        else:
+            success = considered == 0 or (considered - unexpected) / considered >= mostly
+        return {
+            "run_id": self.run_id,
+            "suite": suite.name,
+            **{k: field[k] for k in ("expectation", "column_name", "kwargs", "severity")},
+            "blocking": field["severity"] == "critical",
+            "success": success,
+            "element_count": prepared.height,
+            "unexpected_count": unexpected,
+            "unexpected_ids": row_ids(prepared.filter(mask), suite.id_columns),
+            "observed_value": None,
+        }
+
+    def _table_result(
+        self, suite: Suite, expectation: dict, prepared: pl.DataFrame, parameters: dict
+    ) -> dict:
+        """A table-level expectation over the whole table, computed in DuckDB."""
+        kwargs = resolve(expectation["kwargs"], parameters)
+        severity = expectation.get("severity", "critical")
+        row = {
+            "run_id": self.run_id,
+            "suite": suite.name,
+            "expectation": expectation["type"],
+            "column_name": column_label(kwargs),
+            "kwargs": json.dumps(kwargs, sort_keys=True, default=str),
+            "severity": severity,
+            "blocking": severity == "critical",
+        }
+        if expectation["type"] == "expect_table_row_count_to_equal":
+            return row | {
+                "success": prepared.height == kwargs["value"],
+                "element_count": None,
+                "unexpected_count": None,
+                "unexpected_ids": [],
+                "observed_value": json.dumps(prepared.height),
+            }
+        columns = kwargs.get("column_list") or [kwargs["column"]]
+        duplicated = duplicate_rows(prepared, columns)
+        return row | {
+            "success": duplicated.height == 0,
+            "element_count": prepared.height,
+            "unexpected_count": duplicated.height,
+            "unexpected_ids": row_ids(duplicated, suite.id_columns),
+            "observed_value": None,
+        }
 
     def _store(self, table: str, result) -> None:
         """Keep a suite result for the Data Docs under the run's id and the table's name.
@@ -227,44 +485,14 @@ class Validator:
         )
         self.context.validation_results_store.store_validation_results(result, key, suite_key)
 
-    def _rows(self, suite: Suite, results) -> list[dict]:
-        rows = []
-        for res in results:
-            config = res.expectation_config
-            kwargs = {k: v for k, v in config.kwargs.items() if k != "batch_id"}
-            detail = res.result or {}
-            ids = [
-                "/".join(str(item.get(c)) for c in suite.id_columns if c in item)
-                for item in (detail.get("unexpected_index_list") or [])[:SAMPLE_IDS]
-                if isinstance(item, dict)
-            ]
-            observed = detail.get("observed_value")
-            severity = getattr(config.severity, "value", str(config.severity))
-            rows.append(
-                {
-                    "run_id": self.run_id,
-                    "suite": suite.name,
-                    "expectation": config.type,
-                    "column_name": kwargs.get("column")
-                    or ",".join(kwargs.get("column_list", []))
-                    or ",".join(c for c in (kwargs.get("column_A"), kwargs.get("column_B")) if c)
-                    or None,
-                    "kwargs": json.dumps(kwargs, sort_keys=True, default=str),
-                    "severity": severity,
-                    "blocking": severity == "critical",
-                    "success": bool(res.success),
-                    "element_count": detail.get("element_count"),
-                    "unexpected_count": detail.get("unexpected_count"),
-                    "unexpected_ids": sorted(dict.fromkeys(ids)),
-                    "observed_value": None
-                    if observed is None
-                    else json.dumps(observed, default=str),
-                }
-            )
-        return rows
-
     def build_docs(self) -> Path | None:
-        """Rebuild the HTML Data Docs over the latest runs; returns the index page."""
+        """Rebuild the HTML Data Docs over the latest runs; returns the index page.
+
+        A run that stored no result leaves the Data Docs as they are.
+        """
+        index = self.root / "gx" / "uncommitted" / "data_docs" / "local_site" / "index.html"
+        if not self.ran_gx and index.exists():
+            return index
         self.prune_results()
         self.context.build_data_docs()
         for site in self.context.get_docs_sites_urls():
@@ -289,35 +517,53 @@ class Validator:
         return removed
 
 
-def _merge_batches(rows: pl.DataFrame) -> pl.DataFrame:
-    """One row per expectation across batches: all must pass, counts add up."""
-    if rows.height == 0:
-        return rows
-    merged = rows.group_by(
-        "run_id",
-        "suite",
-        "expectation",
-        "column_name",
-        "kwargs",
-        "severity",
-        "blocking",
-        maintain_order=True,
-    ).agg(
-        success=pl.col("success").all(),
-        # Table-level checks count no rows: their counts stay null, not 0.
-        element_count=_sum_or_null("element_count"),
-        unexpected_count=_sum_or_null("unexpected_count"),
-        unexpected_ids=pl.col("unexpected_ids")
-        .list.explode(keep_nulls=False, empty_as_null=False)
-        .unique(maintain_order=True)
-        .head(SAMPLE_IDS),
-        observed_value=pl.col("observed_value").last(),
+def result_for(results: list, expectation: dict):
+    """The Great Expectations result of one expectation of a suite file: same type, same
+    kwargs (a $PARAMETER matches its value; GX turns some numbers into floats)."""
+
+    def same(given, used) -> bool:
+        if isinstance(given, dict):  # {"$PARAMETER": name}, resolved by GX
+            return True
+        if isinstance(given, int | float) and isinstance(used, int | float):
+            return float(given) == float(used)
+        return given == used
+
+    for res in results:
+        config = res.expectation_config
+        kwargs = {k: v for k, v in config.kwargs.items() if k != "batch_id"}
+        if (
+            config.type == expectation["type"]
+            and set(kwargs) == set(expectation["kwargs"])
+            and all(same(v, kwargs[k]) for k, v in expectation["kwargs"].items())
+        ):
+            return res
+    raise KeyError(f"no result for {expectation['type']} {expectation['kwargs']}")
+
+
+def row_ids(rows: pl.DataFrame, id_columns: tuple[str, ...]) -> list[str]:
+    """The keys of the first SAMPLE_IDS rows, sorted, as dq_results lists failing rows."""
+    keys = rows.head(SAMPLE_IDS).select(
+        pl.concat_str([pl.col(c).cast(pl.String) for c in id_columns], separator="/")
     )
-    return merged.select(list(DQ_SCHEMA))
+    return sorted(dict.fromkeys(keys.to_series().drop_nulls().to_list()))
 
 
-def _sum_or_null(column: str) -> pl.Expr:
-    return pl.when(pl.col(column).is_not_null().any()).then(pl.col(column).sum())
+def duplicate_rows(frame: pl.DataFrame, columns: list[str]) -> pl.DataFrame:
+    """Rows of `frame` whose values in `columns` (not all missing) occur more than once,
+    in table order (sql/dq/duplicate_keys.sql, in DuckDB)."""
+    import duckdb
+
+    keys = frame.select(columns).with_row_index("row_number")
+    present = keys.filter(pl.any_horizontal(pl.col(columns).is_not_null()))
+    con = duckdb.connect()
+    try:
+        con.register("checked", present.to_arrow())
+        names = ", ".join('"' + c.replace('"', '""') + '"' for c in columns)
+        sql = read_sql("dq/duplicate_keys").replace("__columns__", names)
+        numbers = [r[0] for r in con.execute(sql).fetchall()]
+    finally:
+        con.close()
+    return frame[numbers]
 
 
 def blocking_failures(results: pl.DataFrame) -> pl.DataFrame:

@@ -174,10 +174,12 @@ def test_data_docs_name_the_run_and_table_and_carry_severity(validator):
         "severity": "warning",
         "blocks_publish": False,
     }
-    assert meta[("expect_column_values_to_be_unique", "paper_id")] == {
+    assert meta[("expect_column_values_to_not_be_null", "paper_id")] == {
         "severity": "critical",
         "blocks_publish": True,
     }
+    # Whole-table checks are computed in DuckDB: Great Expectations sees only row checks.
+    assert ("expect_column_values_to_be_unique", "paper_id") not in meta
     assert not any("unexpected_index_query" in r["result"] for r in stored["results"])
     index = validator.build_docs()
     page = max((index.parent / "validations" / "papers" / "test-run").glob("*/*.html"))
@@ -192,3 +194,71 @@ def test_old_results_are_pruned_before_the_docs_are_built(validator):
     assert len(list(root.glob("*/*"))) >= 3
     validator.prune_results(keep=2)
     assert len(list(root.glob("*/*"))) == 2
+
+
+def many_papers(n: int, **changes) -> pl.DataFrame:
+    frame = pl.concat([papers()] * (n // 2)).with_columns(
+        paper_id=pl.format("{}", pl.int_range(pl.len()).map_elements(lambda i: f"{i:016x}",
+                                                                    return_dtype=pl.String)),
+        word_count=pl.int_range(pl.len()) % 60 + 5,  # some below min_words: warnings
+    )  # fmt: skip
+    return frame.with_columns(**changes) if changes else frame
+
+
+def comparable(results: pl.DataFrame) -> list[dict]:
+    return results.drop("run_id").sort("expectation", "kwargs").to_dicts()
+
+
+def test_a_memo_checks_only_new_rows_and_gives_the_full_results(tmp_path):
+    """With a memo, Great Expectations runs on the rows it has not seen; every result
+    still counts the whole table and equals a run without memo, row for row."""
+    memo = tmp_path / "memo"
+    frames = [
+        many_papers(40),
+        many_papers(40).vstack(  # +2 rows: one empty venue (a warning), one duplicate id
+            papers(paper_id=["00000000000000ff", "0000000000000001"], venue=[None, "ICLR"])
+        ),
+        many_papers(40).slice(5),  # rows removed, among them failing ones
+        many_papers(40).with_columns(  # a change in place
+            venue=pl.when(pl.col("paper_id") == "0000000000000007")
+            .then(None)
+            .otherwise(pl.lit("ICLR"))
+        ),
+    ]
+    gx_rows = []
+    for number, frame in enumerate(frames):
+        with_memo = validate.Validator(tmp_path / "gx", f"run-{number}", memo)
+        fresh = validate.Validator(tmp_path / "gx-full", f"run-{number}")
+        got = with_memo.validate("papers", frame, PARAMS)
+        assert comparable(got) == comparable(fresh.validate("papers", frame, PARAMS))
+        assert set(got["element_count"].drop_nulls()) == {frame.height}
+        runs = tmp_path / "gx" / "gx" / "uncommitted" / "validations" / "papers" / f"run-{number}"
+        stored = [json.loads(p.read_text()) for p in runs.glob("*/*.json")]
+        gx_rows.append(stored[0]["results"][0]["result"]["element_count"] if stored else 0)
+    # All; the 2 new; none; the 5 rows back (the memo keeps the current rows only) and the
+    # 1 changed.
+    assert gx_rows == [40, 2, 0, 6]
+    second = validate.Validator(tmp_path / "gx", "again", memo).validate(
+        "papers", frames[1], PARAMS
+    )
+    assert second.filter(pl.col("expectation") == "expect_column_values_to_be_unique").select(
+        "success", "unexpected_count", "unexpected_ids"
+    ).to_dicts() == [
+        {"success": False, "unexpected_count": 2, "unexpected_ids": ["0000000000000001"]},
+    ]
+
+
+def test_a_run_with_nothing_new_never_loads_great_expectations(tmp_path):
+    memo = tmp_path / "memo"
+    validate.Validator(tmp_path / "gx", "first", memo).validate("papers", papers(), PARAMS)
+    again = validate.Validator(tmp_path / "gx", "again", memo)
+    results = again.validate("papers", papers(), PARAMS)
+    assert again._context is None and not again.ran_gx
+    assert results["success"].all() and set(results["element_count"].drop_nulls()) == {2}
+    # A changed parameter is another suite: its rows are checked again.
+    strict = validate.Validator(tmp_path / "gx", "strict", memo)
+    failed = strict.validate("papers", papers(), {**PARAMS, "min_words": 35})
+    assert strict.ran_gx
+    row = failed.filter(pl.col("kwargs").str.contains('"min_value": 35')).to_dicts()[0]
+    assert (row["success"], row["unexpected_count"]) == (False, 1)
+    assert row["unexpected_ids"] == ["00000000000000aa"]
