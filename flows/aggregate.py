@@ -12,6 +12,7 @@ import duckdb
 import numpy as np
 import polars as pl
 
+from flows import projection
 from flows.embed import compute_threads
 from flows.lake import read_sql
 from flows.settings import NEIGHBOR_METHODS, SQL_DIR
@@ -684,6 +685,7 @@ def build_aggregates(
     duplicate_group_max: int = 50,
     refit_topics: bool = False,
     say: Callable[[str], object] | None = None,
+    previous_coordinates: dict[str, tuple[float, float]] | None = None,
 ) -> dict[str, int]:
     """Build the derived tables in `con` (which already holds papers, sources, paper_sources).
 
@@ -697,7 +699,8 @@ def build_aggregates(
         duplicate_group_max: the largest near-duplicate group whose pairs are listed in
             duplicates; larger groups are in duplicate_groups only.
         refit_topics: fit topics afresh instead of carrying the previous ones over.
-        say: where to tell what was done with the topics (the run's log).
+        say: where to tell what was done with the topics and the map (the run's log).
+        previous_coordinates: paper id -> map place in the previous version (kept).
 
     Returns:
         row count per table built.
@@ -713,13 +716,16 @@ def build_aggregates(
     assignments, centroids, topic_note = cluster_topics(
         ids, vectors, n_topics, seed, previous_topics, refit_topics, previous_papers
     )
+    coordinates, map_note = projection.paper_coordinates(ids, vectors, seed, previous_coordinates)
     if say:
         say(f"topics: {topic_note}")
+        say(f"map: {map_note}")
     for name, frame in (
         ("neighbor_candidates", top),
         ("similar_pairs", pairs),
         ("pair_groups", group_pairs(pairs)),
         ("paper_topics", assignments),
+        ("paper_coordinates", coordinates),
         ("topic_centroids", centroids),
         ("stopwords", stopwords()),
     ):
@@ -731,7 +737,7 @@ def build_aggregates(
     con.execute(f"set variable duplicate_group_max = {int(duplicate_group_max)}")
     con.execute(f"set variable topic_terms = {TOPIC_TERMS}")
     stage_vocabulary(con)
-    counts = {"paper_topics": assignments.height}
+    counts = {"paper_topics": assignments.height, "paper_coordinates": coordinates.height}
     for table in SQL_TABLES:
         con.execute(f"create or replace table {table} as {read_sql(table)}")
         counts[table] = con.execute(f"select count(*) from {table}").fetchone()[0]

@@ -20,14 +20,14 @@ from prefect import flow, task
 from prefect.cache_policies import NO_CACHE
 from prefect.states import Failed, State
 
-from flows import aggregate, embed, ingest, publish, validate
+from flows import aggregate, embed, ingest, projection, publish, validate
 from flows import dq as dq_page
 from flows import run_record as record
 from flows.cluster import cluster_workers, fan_out, on_workers
 from flows.ingest.cache import ParseCache
 from flows.lake import WarehouseBusy, connect, run_lock
 from flows.settings import Settings, configure_environment, run_parameters
-from flows.tables import sql_tables
+from flows.tables import aggregate_tables
 
 
 @dataclass
@@ -198,8 +198,9 @@ def aggregate_papers(
             duplicate_group_max=settings.duplicate_group_max,
             refit_topics=settings.refit_topics,
             say=record.run_logger().info,
+            previous_coordinates=projection.latest_coordinates(settings),
         )
-        return {name: con.table(name).pl() for name in ("paper_topics", *sql_tables())}
+        return {name: con.table(name).pl() for name in aggregate_tables()}
     finally:
         con.close()
 

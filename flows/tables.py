@@ -138,6 +138,17 @@ TABLES: tuple[Table, ...] = (
         ),
     ),
     Table(
+        "paper_coordinates",
+        "Where every paper lies on the map: a 2-D projection (t-SNE) that keeps near papers near.",
+        ("paper_id",),
+        "aggregate",
+        (
+            ("paper_id", "the paper"),
+            ("x", "horizontal place, in [-1, 1]; kept from the last version where it had one"),
+            ("y", "vertical place, in [-1, 1]"),
+        ),
+    ),
+    Table(
         "neighbors",
         "Top-k nearest papers of every paper.",
         ("paper_id", "neighbor_id"),
@@ -332,6 +343,11 @@ def table(name: str) -> Table:
 def sql_tables() -> list[str]:
     """Tables built by sql/<name>.sql, in dependency order."""
     return [t.name for t in TABLES if t.built_by == "sql"]
+
+
+def aggregate_tables() -> list[str]:
+    """Tables the aggregate stage hands on: built in Python or by sql/<name>.sql, in order."""
+    return [t.name for t in TABLES if t.built_by in ("aggregate", "sql")]
 
 
 def keyed_tables() -> dict[str, tuple[str, ...]]:

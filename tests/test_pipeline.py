@@ -64,7 +64,7 @@ def test_sample_run_publishes_version_1(sample_run):
     outcomes = con.execute(
         "select count(*), count(distinct suite), bool_and(success or not blocking) from dq_results"
     ).fetchone()
-    assert outcomes[1] == 10 and outcomes[2] is True
+    assert outcomes[1] == 11 and outcomes[2] is True
     message = con.execute(
         "select commit_message from lake.snapshots() where snapshot_id = 1"
     ).fetchone()[0]

@@ -53,6 +53,7 @@ def test_every_table_suite_is_a_json_file_named_after_its_table():
         "embeddings",
         "mentions",
         "neighbors",
+        "paper_coordinates",
         "paper_topics",
         "papers",
         "rejects",

@@ -1,0 +1,78 @@
+"""The map's projection: near papers near, inside [-1, 1], stable across versions."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from flows import projection
+
+
+def clusters(n_per: int, n_clusters: int = 3, dim: int = 16, seed: int = 0) -> np.ndarray:
+    """Unit vectors in tight, well-separated clusters (rows grouped by cluster)."""
+    rng = np.random.default_rng(seed)
+    centres = np.eye(dim)[:n_clusters] * 4
+    rows = np.repeat(centres, n_per, axis=0) + rng.normal(scale=0.3, size=(n_per * n_clusters, dim))
+    return rows / np.linalg.norm(rows, axis=1, keepdims=True)
+
+
+def test_fresh_map_keeps_clusters_apart_and_fits_the_square():
+    vectors = clusters(12)
+    ids = [f"p{i:02d}" for i in range(len(vectors))]
+    frame, note = projection.paper_coordinates(ids, vectors, seed=0)
+    assert note == "drawn afresh by t-SNE (36 papers, 36 new)"
+    assert frame["paper_id"].to_list() == ids
+    coords = frame.select("x", "y").to_numpy()
+    assert np.abs(coords).max() == pytest.approx(1.0)
+    centres = np.stack([coords[i * 12 : (i + 1) * 12].mean(axis=0) for i in range(3)])
+    spread = max(np.linalg.norm(coords[i * 12 : (i + 1) * 12] - centres[i], axis=1).max()
+                 for i in range(3))  # fmt: skip
+    gaps = [np.linalg.norm(centres[a] - centres[b]) for a, b in ((0, 1), (0, 2), (1, 2))]
+    assert min(gaps) > 2 * spread  # every cluster lies apart from the others
+
+
+def test_same_input_gives_the_same_map():
+    vectors = clusters(8)
+    ids = [f"p{i:02d}" for i in range(len(vectors))]
+    first, _ = projection.paper_coordinates(ids, vectors, seed=3)
+    again, _ = projection.paper_coordinates(ids, vectors, seed=3)
+    assert first.equals(again)
+
+
+def test_old_papers_keep_their_places_and_new_ones_join_their_cluster():
+    vectors = clusters(12)
+    ids = [f"p{i:02d}" for i in range(len(vectors))]
+    old = [i for i in range(36) if i not in (0, 12)]  # one paper of clusters 0 and 1 is new
+    before, _ = projection.paper_coordinates([ids[i] for i in old], vectors[old], seed=0)
+    previous = {r["paper_id"]: (r["x"], r["y"]) for r in before.iter_rows(named=True)}
+    after, note = projection.paper_coordinates(ids, vectors, seed=0, previous=previous)
+    assert note == "kept: 34 papers in place, 2 new placed by their neighbours"
+    places = {r["paper_id"]: (r["x"], r["y"]) for r in after.iter_rows(named=True)}
+    assert all(places[i] == previous[i] for i in previous)
+    for new, cluster in (("p00", range(1, 12)), ("p12", range(13, 24))):
+        mates = np.array([previous[ids[i]] for i in cluster])
+        others = np.array([xy for pid, xy in previous.items() if int(pid[1:]) not in cluster])
+        distance = np.linalg.norm(mates - places[new], axis=1).mean()
+        assert distance < np.linalg.norm(others - places[new], axis=1).mean() / 2
+
+
+def test_many_new_papers_redraw_the_map():
+    vectors = clusters(8)
+    ids = [f"p{i:02d}" for i in range(len(vectors))]
+    previous = {ids[i]: (0.5, 0.5) for i in range(10)}  # 14 of 24 new: past 25%
+    frame, note = projection.paper_coordinates(ids, vectors, seed=0, previous=previous)
+    assert note == "drawn afresh by t-SNE (24 papers, 14 new)"
+    assert frame.filter(x=0.5, y=0.5).height == 0
+
+
+@pytest.mark.parametrize("n", [0, 1, 2, 4])
+def test_tiny_sets_get_a_place_each(n):
+    vectors = clusters(4, n_clusters=1)[:n]
+    frame, _ = projection.paper_coordinates([f"p{i}" for i in range(n)], vectors, seed=0)
+    coords = frame.select("x", "y").to_numpy()
+    assert frame.height == n
+    if n == 1:
+        assert coords.tolist() == [[0.0, 0.0]]
+    if n > 1:  # distinct places filling the square
+        assert np.abs(coords).max() == pytest.approx(1.0)
+        assert len({tuple(xy) for xy in coords}) == n
