@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import hashlib
+import importlib.util
 import math
 import os
 from collections.abc import Callable
+from functools import lru_cache
 from pathlib import Path
 
 import duckdb
@@ -119,28 +121,37 @@ def exact_rows(vectors: np.ndarray, rows: np.ndarray, width: int) -> Triples:
     Rows go in blocks of BLOCK_ROWS; ranges split across workers on block boundaries get
     the same blocks, and so the same scores bit for bit, as one process.
     """
-    import torch
-
-    torch.set_num_threads(compute_threads())
     n = len(vectors)
     take = min(width, n - 1)  # self is excluded: at most n - 1 neighbours
     if take <= 0 or not len(rows):
         return concat_triples([])
-    matrix = torch.from_numpy(np.ascontiguousarray(vectors, dtype=np.float32))
+    matrix = np.ascontiguousarray(vectors, dtype=np.float32)
     parts = []
-    with torch.inference_mode():
+    with blas_threads():
         for start in range(0, len(rows), BLOCK_ROWS):
-            here = torch.from_numpy(np.asarray(rows[start : start + BLOCK_ROWS], dtype=np.int64))
+            here = np.asarray(rows[start : start + BLOCK_ROWS], dtype=np.int64)
             block = matrix[here] @ matrix.T
-            block[torch.arange(len(here)), here] = -torch.inf  # not its own neighbour
+            block[np.arange(len(here)), here] = -np.inf  # not its own neighbour
             # One top-k serves both the k nearest and at most PAIR_CAP pairs per paper, so
             # memory stays linear in n even when every paper is a copy of every other.
-            scores, cols = torch.topk(block, take, dim=1)
-            parts.append(
-                (here.repeat_interleave(take).numpy(), cols.reshape(-1).numpy(),
-                 scores.reshape(-1).numpy())
-            )  # fmt: skip
+            cols, scores = top_k(block, take)
+            parts.append((np.repeat(here, take), cols.reshape(-1), scores.reshape(-1)))
     return concat_triples(parts)
+
+
+def top_k(block: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+    """Columns and scores of each row's k highest scores, highest first."""
+    cols = np.argpartition(-block, k - 1, axis=1)[:, :k]
+    scores = np.take_along_axis(block, cols, axis=1)
+    order = np.argsort(-scores, axis=1, kind="stable")
+    return np.take_along_axis(cols, order, axis=1), np.take_along_axis(scores, order, axis=1)
+
+
+def blas_threads():
+    """Matrix products on this process's share of the cores (see compute_threads)."""
+    from threadpoolctl import threadpool_limits
+
+    return threadpool_limits(compute_threads(), user_api="blas")
 
 
 def update_candidates(
@@ -205,21 +216,15 @@ def rows_of(position: pl.DataFrame, papers: pl.Series) -> np.ndarray:
 
 def entering(vectors: np.ndarray, old_rows: np.ndarray, new_rows: np.ndarray, take: int) -> Triples:
     """For each old paper, its `take` nearest among the new papers (candidates to merge)."""
-    import torch
-
-    torch.set_num_threads(compute_threads())
-    matrix = torch.from_numpy(np.ascontiguousarray(vectors, dtype=np.float32))
-    fresh = matrix[torch.from_numpy(new_rows)]
+    matrix = np.ascontiguousarray(vectors, dtype=np.float32)
+    fresh = matrix[new_rows]
     width = min(take, len(new_rows))
     parts = []
-    with torch.inference_mode():
+    with blas_threads():
         for start in range(0, len(old_rows), BLOCK_ROWS):
-            here = torch.from_numpy(old_rows[start : start + BLOCK_ROWS])
-            scores, cols = torch.topk(matrix[here] @ fresh.T, width, dim=1)
-            parts.append(
-                (here.repeat_interleave(width).numpy(), new_rows[cols.reshape(-1).numpy()],
-                 scores.reshape(-1).numpy())
-            )  # fmt: skip
+            here = old_rows[start : start + BLOCK_ROWS]
+            cols, scores = top_k(matrix[here] @ fresh.T, width)
+            parts.append((np.repeat(here, width), new_rows[cols.reshape(-1)], scores.reshape(-1)))
     return concat_triples(parts)
 
 
@@ -466,8 +471,6 @@ def cluster_topics(
         paper_topics (paper_id, topic_id, cosine distance to the centroid),
         topic_centroids (topic_id, centroid) and what was done, for the run's log.
     """
-    from sklearn.cluster import KMeans
-
     if len(ids) == 0:
         return *topic_frames(ids, vectors, np.zeros(0, np.int64), {}), "no papers"
     why = "fit"
@@ -479,6 +482,8 @@ def cluster_topics(
         why = f"re-fit: more than {TOPIC_DRIFT_MAX:.0%} of papers fit no old topic (drift)"
     elif previous and refit:
         why = "re-fit on request"
+    from sklearn.cluster import KMeans
+
     k = choose_topic_count(vectors, n_topics, seed)
     model = KMeans(n_clusters=k, random_state=seed, n_init=4).fit(vectors.astype(np.float64))
     centroids = unit_rows(model.cluster_centers_)
@@ -529,8 +534,6 @@ def update_topics(
     Returns:
         a label per paper, label -> topic id, and what was done.
     """
-    from sklearn.cluster import AgglomerativeClustering
-
     old_ids = sorted(previous)
     centroids = unit_rows(np.stack([previous[t] for t in old_ids]).astype(np.float32))
     nearest, best = nearest_centroids(vectors, centroids)
@@ -547,6 +550,8 @@ def update_topics(
         return None
     groups: list[np.ndarray] = []
     if len(open_rows) >= TOPIC_MIN_PAPERS:
+        from sklearn.cluster import AgglomerativeClustering
+
         settled = np.ones(len(ids), bool)
         settled[open_rows] = False
         grouping = AgglomerativeClustering(
@@ -647,10 +652,21 @@ def topic_frames(
 def stopwords() -> pl.DataFrame:
     """Words left out of topic terms: scikit-learn's English list plus the academic filler
     in sql/seeds/academic_stopwords.csv (one word a line; extend it freely)."""
-    from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS
-
     academic = pl.read_csv(SQL_DIR / "seeds" / "academic_stopwords.csv")["word"].to_list()
-    return pl.DataFrame({"word": sorted(ENGLISH_STOP_WORDS | set(academic))})
+    return pl.DataFrame({"word": sorted(english_stop_words() | set(academic))})
+
+
+@lru_cache(maxsize=1)
+def english_stop_words() -> frozenset[str]:
+    """scikit-learn's English stop words, read from their own module: importing them
+    through the package would load scikit-learn whole (a second or more) on every run."""
+    spec = importlib.util.find_spec("sklearn")
+    path = Path(spec.origin).parent / "feature_extraction" / "_stop_words.py"
+    module = importlib.util.module_from_spec(
+        importlib.util.spec_from_file_location("paperlake_sklearn_stop_words", path)
+    )
+    module.__spec__.loader.exec_module(module)
+    return frozenset(module.ENGLISH_STOP_WORDS)
 
 
 def mention_vocabulary() -> pl.DataFrame:

@@ -374,3 +374,21 @@ def test_two_topics_never_read_the_same():
         (1, "cancer, breast, imputation, survival"),
         (2, "breast cancer, tumour, risk"),
     ]
+
+
+def test_stop_words_are_scikit_learns_without_importing_it():
+    from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS
+
+    assert aggregate.english_stop_words() == ENGLISH_STOP_WORDS
+    assert len(aggregate.english_stop_words()) == 318
+
+
+def test_top_k_is_each_rows_highest_scores_highest_first():
+    rng = np.random.default_rng(7)
+    block = rng.standard_normal((50, 40)).astype(np.float32)
+    cols, scores = aggregate.top_k(block, 5)
+    expected = np.sort(block, axis=1)[:, ::-1][:, :5]
+    assert np.array_equal(scores, expected)
+    assert np.array_equal(np.take_along_axis(block, cols, axis=1), expected)
+    every, _ = aggregate.top_k(block, 40)  # k as wide as the block
+    assert sorted(every[0].tolist()) == list(range(40))
