@@ -5,7 +5,7 @@ STAMP := $(VENV)/.installed
 BENCH_N ?= 1000
 BENCH_PAIRS ?= 3
 
-.PHONY: run test lint format bench bench-scaling bench-search bench-memory bench-cluster bench-duplicates bench-incremental clean
+.PHONY: run test lint format bench bench-scaling bench-search bench-memory bench-cluster bench-duplicates bench-incremental bench-incremental-large clean
 
 $(STAMP): pyproject.toml
 	python3 -m venv $(VENV)
@@ -57,6 +57,11 @@ bench-duplicates: $(STAMP)
 # +1% new abstracts on warehouses of 1,000 and 10,000: seconds per stage, side by side.
 bench-incremental: $(STAMP)
 	$(PY) bench/incremental.py --sizes 1000 10000
+
+# The same on 10,000 and 100,000 with a tiny random embedder (bench/cheap_model.py), so
+# everything but the model is measured at scale.
+bench-incremental-large: $(STAMP)
+	$(PY) bench/incremental.py --cheap-embedder --sizes 10000 100000
 
 clean:
 	rm -rf warehouse/catalog.ducklake* warehouse/data warehouse/dq warehouse/gx warehouse/cache
