@@ -70,16 +70,21 @@ def load_extension(con: duckdb.DuckDBPyConnection, name: str) -> None:
         con.execute(f"LOAD {name}")
 
 
-def connect(database: str = ":memory:") -> duckdb.DuckDBPyConnection:
-    """A DuckDB connection with ducklake, vss and fts loaded from installed packages.
+def connect(
+    database: str = ":memory:", extensions: tuple[str, ...] = EXTENSIONS
+) -> duckdb.DuckDBPyConnection:
+    """A DuckDB connection with `extensions` (ducklake, vss and fts) loaded from installed
+    packages.
 
     DuckDB cannot download extensions here, so each is installed from its wheel's file.
+    Loading all three takes about half a second per connection: the pipeline's own
+    connections load none (`attach` loads ducklake itself), a user's query gets them all.
     """
     # No progress bar: its callback into Python can swallow the exception a stop signal
     # raises during a long query, so SIGTERM or Ctrl-C would wait for the query to end.
     con = duckdb.connect(database)
     con.execute("set enable_progress_bar = false")
-    for name in EXTENSIONS:
+    for name in extensions:
         load_extension(con, name)
     return con
 
@@ -207,8 +212,8 @@ def data_path_option(settings: Settings, exists: bool) -> str | None:
 
 
 def needed_extensions(settings: Settings) -> tuple[str, ...]:
-    """Extensions an attach needs beyond connect()'s: postgres, httpfs for s3:// data."""
-    needed = ("postgres",) if postgres_conninfo(settings) else ()
+    """Extensions an attach needs: ducklake; postgres, httpfs for s3:// data."""
+    needed = ("ducklake",) + (("postgres",) if postgres_conninfo(settings) else ())
     return needed + (("httpfs",) if is_url(settings.data_location) else ())
 
 

@@ -50,7 +50,7 @@ class Ingested:
 
 def staged(tables: dict[str, pl.DataFrame]) -> duckdb.DuckDBPyConnection:
     """A fresh in-memory DuckDB with `tables` in it (memory.main), for SQL stages."""
-    con = connect()
+    con = connect(extensions=())
     for name, frame in tables.items():
         con.register(f"{name}_frame", frame)
         con.execute(f"create or replace table memory.main.{name} as select * from {name}_frame")

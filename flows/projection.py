@@ -125,7 +125,7 @@ def latest_coordinates(settings) -> dict[str, tuple[float, float]]:
 
     if not catalog_exists(settings):
         return {}
-    con = connect()
+    con = connect(extensions=())
     try:
         attach(con, settings, read_only=True)
         if not table_exists(con, "paper_coordinates"):

@@ -69,7 +69,7 @@ def latest_published(settings: Settings) -> tuple[int, str] | None:
     """The latest version and the fingerprint of the run that published it, if any."""
     if not catalog_exists(settings):
         return None
-    con = connect()
+    con = connect(extensions=())
     try:
         attach(con, settings, read_only=True)
         if not table_exists(con, "runs"):
@@ -86,7 +86,7 @@ def previous_topics(settings: Settings) -> tuple[dict[int, list[float]], set[str
     version carries the topics over and looks for new ones among the papers it adds."""
     if not catalog_exists(settings):
         return {}, set()
-    con = connect()
+    con = connect(extensions=())
     try:
         attach(con, settings, read_only=True)
         if not table_exists(con, "topics"):

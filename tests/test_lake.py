@@ -179,8 +179,8 @@ def test_an_s3_data_path_is_given_as_is_and_loads_httpfs(tmp_path):
     from flows.lake import attach, connect, data_path_option, needed_extensions
 
     settings = Settings(warehouse=tmp_path / "w", data_path="s3://paperlake-test/lake")
-    assert needed_extensions(settings) == ("httpfs",)
-    assert needed_extensions(Settings(warehouse=tmp_path)) == ()
+    assert needed_extensions(settings) == ("ducklake", "httpfs")
+    assert needed_extensions(Settings(warehouse=tmp_path)) == ("ducklake",)
     assert data_path_option(settings, exists=False) == "s3://paperlake-test/lake"
     assert not (tmp_path / "w" / "data").exists() and not Path("s3:").exists()
     # Attaching reaches no bucket: the catalog is made and records the s3 data path.
@@ -243,3 +243,19 @@ def test_s3_credentials_from_the_environment_reach_the_connection(tmp_path):
     )  # fmt: skip
     assert found.returncode == 0, found.stderr
     assert found.stdout.split() == ["AKIAFROMENV", "eu-west-1"]
+
+
+def test_a_connection_without_extensions_attaches_the_lake(tmp_path):
+    from flows.lake import attach, connect
+
+    settings = Settings(warehouse=tmp_path / "w")
+    con = connect(extensions=())
+    try:
+        attach(con, settings, create=True)  # loads ducklake itself
+        loaded = con.execute(
+            "select extension_name from duckdb_extensions() where loaded "
+            "and extension_name in ('ducklake', 'vss', 'fts') order by 1"
+        ).fetchall()
+        assert loaded == [("ducklake",)]
+    finally:
+        con.close()
