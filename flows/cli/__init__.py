@@ -17,7 +17,7 @@ from typing import Annotated
 
 import typer
 
-from flows.cli import explore, pages, run, versions
+from flows.cli import explore, pages, run, versions, web
 from flows.cli.output import out
 from flows.cli.run import print_summary
 from flows.settings import configure_environment
@@ -63,6 +63,7 @@ app.command()(versions.diff)
 app.command()(versions.checksum)
 app.command()(pages.report)
 app.command(name="dq", help=pages.DQ_HELP)(pages.data_quality)
+app.command()(web.explore)
 app.command()(run.serve)
 
 

@@ -1,0 +1,68 @@
+"""Latency of the explorer's /api/search: start `paperlake explore`, ask 20 queries over
+HTTP as the page does, print the median and the slowest.
+
+    .venv/bin/python bench/explore_latency.py --warehouse /tmp/explore-wh
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import signal
+import statistics
+import subprocess
+import sys
+import time
+import urllib.parse
+import urllib.request
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+QUERIES = (
+    "reinforcement learning from human feedback", "diffusion models for planning",
+    "speculative decoding latency", "flow matching generative model", "quantization of llms",
+    "synthetic data model collapse", "reward models for alignment", "graph neural networks",
+    "autonomous driving trajectory", "benchmark for reasoning", "medical agents",
+    "protein structure", "robot manipulation", "vision language models", "sparse attention",
+    "federated learning privacy", "mixture of experts", "text to image pruning",
+    "advertising auto-bidding", "hyperparameter optimisation",
+)  # fmt: skip
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--warehouse", "-w", required=True)
+    parser.add_argument("--mode", default="hybrid")
+    args = parser.parse_args()
+    command = [sys.executable, "-m", "flows.cli", "explore", "-w", args.warehouse, "--port", "0"]
+    started = time.perf_counter()
+    server = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.PIPE, text=True)
+    try:
+        found = re.search(r"(http://\S+/)", server.stdout.readline())
+        if not found:
+            sys.exit("the explorer did not start")
+        base = found.group(1)
+        ready = time.perf_counter() - started
+        seconds = []
+        for text in QUERIES:
+            url = f"{base}api/search?" + urllib.parse.urlencode({"q": text, "mode": args.mode})
+            t = time.perf_counter()
+            with urllib.request.urlopen(url) as response:
+                hits = json.load(response)["hits"]
+            seconds.append(time.perf_counter() - t)
+            assert hits, text
+    finally:
+        server.send_signal(signal.SIGINT)
+        server.wait(timeout=30)
+    ms = sorted(1000 * s for s in seconds)
+    print(f"explorer ready (model and index warm) in {ready:.1f} s")
+    median = statistics.median(ms)
+    print(
+        f"/api/search ({args.mode}) over {len(ms)} requests: median {median:.1f} ms, "
+        f"fastest {ms[0]:.1f} ms, slowest {ms[-1]:.1f} ms"
+    )
+
+
+if __name__ == "__main__":
+    main()

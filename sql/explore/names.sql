@@ -1,0 +1,14 @@
+-- names: how the explorer names each paper to a person: its title, or for an untitled
+-- paper its abstract's first words (macro paper_title), and which of the two it is.
+-- grain: one row per id in $ids found in the version.
+-- upstream: papers; macros paper_title, paper_untitled.
+with final as (
+    select
+        paper_id,
+        paper_title(title, abstract) as title,
+        paper_untitled(title) as untitled
+    from papers
+    where paper_id in (select unnest($ids))
+)
+
+select * from final
