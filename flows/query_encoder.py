@@ -20,6 +20,8 @@ import importlib.util
 import json
 import logging
 import os
+import sys
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import lru_cache
@@ -167,13 +169,25 @@ def make_export(model: str, path: Path, backend: str, folder: Path) -> None:
     from flows.encoders import export
 
     log.info("encoder: no %s export of %s yet; making one (once per machine)", backend, model)
+    if "pandas" in sys.modules and sys.modules["pandas"] is None:
+        del sys.modules["pandas"]  # kept out by the search command; the exporters may want it
     fp32, _ = load_torch(model, "cpu", "fp32")
     export(fp32.st, path, backend, folder, compute_threads())
 
 
-@lru_cache(maxsize=4)
+LOADING = threading.Lock()  # one load at a time: a second caller waits and gets the first's
+
+
 def query_encoder(model: str) -> QueryEncoder:
-    """The query encoder of `model` (a name `embed.model_path` knows), loaded once a process.
+    """The query encoder of `model` (a name `embed.model_path` knows), loaded once a process
+    (see `load_query_encoder`); callers in several threads share one load."""
+    with LOADING:
+        return load_query_encoder(model)
+
+
+@lru_cache(maxsize=4)
+def load_query_encoder(model: str) -> QueryEncoder:
+    """The query encoder of `model`: its export loaded, made first where there is none.
 
     Raises:
         RuntimeError: the model has no tokenizer.json, or no backend could load or make

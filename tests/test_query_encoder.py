@@ -97,3 +97,24 @@ def test_tokenizer_truncates_at_max_seq_length_and_pads_to_the_longest(tmp_path)
     assert len(long.ids) == len(short.ids) == 256
     assert sum(short.attention_mask) == 4  # [CLS] one word [SEP]
     assert json.loads((path / "sentence_bert_config.json").read_text())["max_seq_length"] == 256
+
+
+def test_the_search_command_imports_neither_torch_nor_pandas(sample_run):
+    query_encoder.query_encoder(PACKAGED_MODEL)  # the export exists (made here if not)
+    wh = str(sample_run.settings.warehouse)
+    result = subprocess.run(
+        [sys.executable, "-X", "importtime", "-m", "flows.cli", "search", "speculative decoding",
+         "-k", "2", "--format", "jsonl", "-w", wh],
+        capture_output=True, text=True, cwd=PROJECT_ROOT, timeout=120,
+        env={**os.environ, "PYTHONPATH": str(PROJECT_ROOT)},
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr[-2000:]
+    hits = [json.loads(line) for line in result.stdout.splitlines()]
+    assert [h["rank"] for h in hits] == [1, 2]
+    assert hits[0]["abstract"].startswith("Speculative sampling reduces the latency")
+    imported = {line.rsplit("|", 1)[-1].strip() for line in result.stderr.splitlines()}
+    assert "onnxruntime" in imported and "tokenizers" in imported
+    # DuckDB tries `import pandas` before binding (each try fails at once: see
+    # flows/cli/explore.py); a real import would load pandas.core and the rest.
+    heavy = ("torch", "sentence_transformers", "transformers", "pandas.")
+    assert not [name for name in imported if name.startswith(heavy)]
