@@ -29,7 +29,7 @@ from pathlib import Path
 
 import numpy as np
 
-from flows.encoders import export_folder
+from flows.encoders import export_folder, max_seq_length
 from flows.settings import encoder_cache
 
 log = logging.getLogger("paperlake")
@@ -115,14 +115,6 @@ def load_tokenizer(path: Path):
     return tokenizer
 
 
-def max_seq_length(path: Path) -> int:
-    """The longest input sentence-transformers gives the model: its max_seq_length, no more
-    than the tokenizer's model_max_length."""
-    config = read_json(path / "sentence_bert_config.json")
-    limit = read_json(path / "tokenizer_config.json").get("model_max_length") or 512
-    return int(min(config.get("max_seq_length") or limit, limit))
-
-
 def read_json(path: Path) -> dict:
     return json.loads(path.read_text()) if path.is_file() else {}
 
@@ -203,6 +195,8 @@ def load_query_encoder(model: str) -> QueryEncoder:
         raise RuntimeError("neither onnxruntime nor openvino is installed")
     cache = encoder_cache()
     digest = weights_digest(path, cache)
+    # An export already made (by a run: OpenVINO) before making one (torch, once a machine).
+    backends.sort(key=lambda b: not (export_folder(cache, b, digest) / RUNNERS[b][0]).is_file())
     failures = []
     for backend in backends:
         folder = export_folder(cache, backend, digest)
