@@ -76,15 +76,16 @@ def measure(n: int, work: Path, env: dict, model: Path | None) -> dict:
 
 
 def profile(n: int, work: Path, env: dict, model: Path | None, top: int = 25) -> str:
-    """A further 1% added to the warehouse of `n` under cProfile: where that run spent its
-    time (functions by own time, with the callers of the top few; paperlake's functions by
-    cumulative time). The tasks run in the flow's thread, so cProfile sees them."""
+    """A further 1% added to the warehouse of `n` under cProfile (bench/profile_run.py):
+    where that run spent its time (functions by own time, with the callers of the top few;
+    paperlake's functions by cumulative time; each SQL table of the aggregate stage)."""
     raw, warehouse = work / f"raw-{n}", work / f"warehouse-{n}"
     step = max(1, n // 100)
     write_dump(raw / "new2.txt", abstracts(step, offset=n + step))
     stats = work / f"plus1-{n}.prof"
-    cmd = [sys.executable, "-m", "cProfile", "-o", str(stats), str(PAPERLAKE)]
+    cmd = [sys.executable, str(ROOT / "bench" / "profile_run.py"), str(stats)]
     facts = run_facts(timed(cmd + paperlake_run(raw, warehouse, model)[1:], env=env))
+    sql = json.loads(stats.with_suffix(".sql.json").read_text())
     stages = "  ".join(f"{k} {v:.1f}" for k, v in facts["stages"].items())
     out = work / f"plus1-{n}.txt"
     with out.open("w") as handle:
@@ -93,9 +94,10 @@ def profile(n: int, work: Path, env: dict, model: Path | None, top: int = 25) ->
         for func in view.fcn_list[:4]:
             view.print_callers(re.escape(pstats.func_std_string(func)), 6)
         view.sort_stats("cumulative").print_stats(r"/flows/", top)
+    tables = "  ".join(f"{k} {v:.2f}" for k, v in sorted(sql.items(), key=lambda kv: -kv[1]))
     return (
         f"profile of a further +1% on {n:,}: {facts['seconds']} s wall under cProfile "
-        f"[{stages}]\n" + out.read_text()
+        f"[{stages}]\naggregate's SQL tables, seconds: {tables}\n" + out.read_text()
     )
 
 
@@ -185,7 +187,8 @@ def main() -> None:
     # The runs import `flows` from this checkout (ahead of an editable install elsewhere),
     # so a clone benchmarks its own code.
     path = os.environ.get("PYTHONPATH")
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, (str(ROOT), path)))}
+    paths = [str(ROOT), *(p for p in (path or "").split(os.pathsep) if p and p != str(ROOT))]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(paths)}
     timed([sys.executable, "-c", WARM_IMPORTS])
     model = args.model
     if args.cheap_embedder:
