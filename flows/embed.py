@@ -212,6 +212,8 @@ def compute_threads() -> int:
     if given := os.environ.get("PAPERLAKE_THREADS"):
         return max(1, int(given))
     cores = os.cpu_count() or 1
+    if "distributed" not in sys.modules:  # a Dask worker has imported it; importing costs 0.5 s
+        return cores
     try:
         from distributed import get_worker
 

@@ -20,7 +20,7 @@ from prefect import flow, task
 from prefect.cache_policies import NO_CACHE
 from prefect.states import Failed, State
 
-from flows import aggregate, embed, ingest, projection, publish, validate
+from flows import aggregate, embed, ingest, publish, validate
 from flows import dq as dq_page
 from flows import run_record as record
 from flows.cluster import cluster_workers, fan_out, on_workers
@@ -134,15 +134,19 @@ def neighbor_rows(rows: tuple[int, int], matrix: Path, graph: Path | None, setti
 
 @task(name="aggregate_papers", cache_policy=NO_CACHE)
 def aggregate_papers(
-    inputs: dict[str, pl.DataFrame], embeddings: pl.DataFrame, settings: Settings, model_key: str
+    inputs: dict[str, pl.DataFrame],
+    embeddings: pl.DataFrame,
+    settings: Settings,
+    model_key: str,
+    last: publish.Previous,
 ) -> dict[str, pl.DataFrame]:
     """Neighbours, near-duplicates, topics, mentions and stats, built in DuckDB from sql/.
 
     `model_key` names the vectors (model, weights, precision): the last run's neighbour
-    lists are updated only for vectors of the same model.
+    lists are updated only for vectors of the same model. `last` is what the latest
+    version holds: its topics and map carry over.
     """
-    centroids, previous_papers = publish.previous_topics(settings)
-    previous = {topic: np.asarray(c, dtype=np.float32) for topic, c in centroids.items()}
+    previous = {topic: np.asarray(c, dtype=np.float32) for topic, c in last.centroids.items()}
     width = max(settings.neighbors_k, aggregate.PAIR_CAP)
     lists = aggregate.NeighbourLists(settings.cache_path / "neighbors", model_key, width)
     workers = cluster_workers()
@@ -191,14 +195,14 @@ def aggregate_papers(
             n_topics=settings.n_topics,
             seed=settings.seed,
             previous_topics=previous,
-            previous_papers=previous_papers,
+            previous_papers=last.papers,
             neighbors_method=settings.neighbors_method,
             exact_neighbors_max=settings.exact_neighbors_max,
             search=search,
             duplicate_group_max=settings.duplicate_group_max,
             refit_topics=settings.refit_topics,
             say=record.run_logger().info,
-            previous_coordinates=projection.latest_coordinates(settings),
+            previous_coordinates=last.coordinates,
         )
         return {name: con.table(name).pl() for name in aggregate_tables()}
     finally:
@@ -291,9 +295,9 @@ def run_pipeline(settings: Settings, force: bool = False) -> record.RunSummary:
     timer = time.perf_counter
     with run_lock(settings):
         fingerprint = publish.current_fingerprint(settings)
-        latest = publish.latest_published(settings)
-        if latest and latest[1] == fingerprint and not (force or settings.refit_topics):
-            summary.version, summary.status = latest[0], "up to date"
+        previous = publish.previous_version(settings)
+        if previous.fingerprint == fingerprint and not (force or settings.refit_topics):
+            summary.version, summary.status = previous.version, "up to date"
             record.report_artifacts(summary, None)
             return summary
         record.run_logger().info(
@@ -314,7 +318,7 @@ def run_pipeline(settings: Settings, force: bool = False) -> record.RunSummary:
         tables = ingested.tables | {"embeddings": embedded.table.sort("paper_id")}
         info = embedded.info
         model_key = f"{info.model_id}:{info.weights_sha256}:{info.precision}"
-        tables |= aggregate_papers(ingested.tables, embedded.table, settings, model_key)
+        tables |= aggregate_papers(ingested.tables, embedded.table, settings, model_key, previous)
         record.aggregated(summary, tables, timer() - t)
 
         t = timer()

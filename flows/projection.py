@@ -116,21 +116,3 @@ def paper_coordinates(
         schema=SCHEMA,
     ).sort("paper_id")
     return frame, note
-
-
-def latest_coordinates(settings) -> dict[str, tuple[float, float]]:
-    """Paper id -> (x, y) in the latest published version; empty where there is none."""
-    from flows.lake import attach, catalog_exists, connect
-    from flows.publish import table_exists
-
-    if not catalog_exists(settings):
-        return {}
-    con = connect(extensions=())
-    try:
-        attach(con, settings, read_only=True)
-        if not table_exists(con, "paper_coordinates"):
-            return {}
-        rows = con.execute("select paper_id, x, y from paper_coordinates").fetchall()
-        return {paper_id: (x, y) for paper_id, x, y in rows}
-    finally:
-        con.close()

@@ -12,6 +12,7 @@ import hashlib
 import json
 import os
 import signal
+from dataclasses import dataclass, field
 from importlib.metadata import version as package_version
 
 import duckdb
@@ -81,23 +82,41 @@ def latest_published(settings: Settings) -> tuple[int, str] | None:
         con.close()
 
 
-def previous_topics(settings: Settings) -> tuple[dict[int, list[float]], set[str]]:
-    """Topic id -> centroid in the latest version, and the papers it held: the next
-    version carries the topics over and looks for new ones among the papers it adds."""
+@dataclass
+class Previous:
+    """What a run carries over from the latest version: its number and fingerprint, its
+    topics (id -> centroid) and the papers they held, and each paper's place on the map."""
+
+    version: int | None = None
+    fingerprint: str | None = None
+    centroids: dict[int, list[float]] = field(default_factory=dict)
+    papers: set[str] = field(default_factory=set)
+    coordinates: dict[str, tuple[float, float]] = field(default_factory=dict)
+
+
+def previous_version(settings: Settings) -> Previous:
+    """The latest version's state a run needs, read in one attach of the catalog."""
     if not catalog_exists(settings):
-        return {}, set()
+        return Previous()
     con = connect(extensions=())
     try:
         attach(con, settings, read_only=True)
-        if not table_exists(con, "topics"):
-            return {}, set()
-        columns = {r[0] for r in con.execute("describe topics").fetchall()}
-        if "centroid" not in columns:
-            return {}, set()
-        rows = con.execute("select topic_id, centroid from topics where centroid is not null")
-        centroids = dict(rows.fetchall())
-        papers = {r[0] for r in con.execute("select paper_id from paper_topics").fetchall()}
-        return centroids, papers
+        names = lake_tables(con)
+        found = Previous()
+        if "runs" in names:
+            found.version, found.fingerprint = con.execute(
+                "select snapshot_id, fingerprint from runs order by snapshot_id desc limit 1"
+            ).fetchone() or (None, None)
+        described = con.execute("describe topics").fetchall() if "topics" in names else []
+        if "centroid" in {r[0] for r in described}:
+            rows = con.execute("select topic_id, centroid from topics where centroid is not null")
+            found.centroids = dict(rows.fetchall())
+            held = con.execute("select paper_id from paper_topics").fetchall()
+            found.papers = {r[0] for r in held}
+        if "paper_coordinates" in names:
+            rows = con.execute("select paper_id, x, y from paper_coordinates").fetchall()
+            found.coordinates = {paper_id: (x, y) for paper_id, x, y in rows}
+        return found
     finally:
         con.close()
 
@@ -108,6 +127,12 @@ def up_to_date(settings: Settings) -> int | None:
     if latest is None:
         return None
     return latest[0] if latest[1] == current_fingerprint(settings) else None
+
+
+def lake_tables(con: duckdb.DuckDBPyConnection) -> set[str]:
+    """The tables of the attached catalog."""
+    rows = con.execute("select table_name from duckdb_tables() where database_name = ?", [LAKE])
+    return {r[0] for r in rows.fetchall()}
 
 
 def table_exists(con: duckdb.DuckDBPyConnection, name: str) -> bool:
