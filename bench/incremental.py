@@ -13,7 +13,9 @@ random model built offline in the work folder (bench/cheap_model.py), passed as
 `paperlake run --model FOLDER`: the pipeline runs unchanged, and everything but the model
 is measured at scale. A smoke run on a few abstracts first checks the folder loads and
 makes its encoder export, so no measured run pays for that. `--profile` adds a further 1%
-to each warehouse under cProfile and prints the functions where that run spent its time.
+to each warehouse under cProfile and prints the functions where that run spent its time
+(`--profile-only`: on the warehouses an earlier run left in --work). The rows measured so
+far are kept in WORK/incremental.json after each size; `--report` prints them again.
 """
 
 from __future__ import annotations
@@ -181,7 +183,20 @@ def main() -> None:
     parser.add_argument(
         "--profile", action="store_true", help="then a further +1%% on each size, under cProfile"
     )
+    parser.add_argument(
+        "--profile-only",
+        action="store_true",
+        help="only the profiles, on the warehouses a run before left in --work",
+    )
+    parser.add_argument(
+        "--report", type=Path, help="print the table of a run's WORK/incremental.json, and stop"
+    )
     args = parser.parse_args()
+    if args.report:
+        saved = json.loads(args.report.read_text())
+        print(table(saved["rows"], saved["title"]))
+        print(ratios(saved["rows"], cheap=saved["cheap"]))
+        return
     work = args.work or Path(tempfile.mkdtemp(prefix="paperlake-bench-incremental-"))
     work.mkdir(parents=True, exist_ok=True)
     # The runs import `flows` from this checkout (ahead of an editable install elsewhere),
@@ -189,33 +204,41 @@ def main() -> None:
     path = os.environ.get("PYTHONPATH")
     paths = [str(ROOT), *(p for p in (path or "").split(os.pathsep) if p and p != str(ROOT))]
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(paths)}
-    timed([sys.executable, "-c", WARM_IMPORTS])
     model = args.model
     if args.cheap_embedder:
         model = build_cheap_model(work / "cheap-model")
+    if not args.profile_only:
+        measure_all(sorted(args.sizes), work, env, model, args.cheap_embedder)
+    if args.profile or args.profile_only:
+        for n in sorted(args.sizes):
+            print(profile(n, work, env, model), flush=True)
+
+
+def measure_all(sizes: list[int], work: Path, env: dict, model: Path | None, cheap: bool) -> None:
+    """Cold and +1% runs at each size, printed side by side; the rows so far are kept in
+    WORK/incremental.json after each size (`--report` prints them), so a long run stopped
+    part way keeps what it measured."""
+    timed([sys.executable, "-c", WARM_IMPORTS])
     if model:
         # Checks that the folder works as `--model` and makes its encoder export now.
-        smoke = run_facts(
-            timed(paperlake_run(*smoke_dump(work), model), env=env)
-        )  # fmt: skip
+        smoke = run_facts(timed(paperlake_run(*smoke_dump(work), model), env=env))
         print(f"smoke run on {SMOKE_N} abstracts with {model}: {smoke['encoder']}", flush=True)
-    rows = [measure(n, work, env, model) for n in sorted(args.sizes)]
-
-    encoder = rows[0]["plus1"]["encoder"]
-    title = (
-        f"paperlake bench-incremental ({work}); encoder {encoder}"
-        + (" (cheap embedder)" if args.cheap_embedder else "")
-        + f"\n{code_line(env)}"
-    )
-    print(table(rows, title))
+    rows: list[dict] = []
+    saved = {"title": "", "cheap": bool(model), "rows": rows}
+    for n in sizes:
+        rows.append(measure(n, work, env, model))
+        saved["title"] = (
+            f"paperlake bench-incremental ({work}); encoder {rows[0]['plus1']['encoder']}"
+            + (" (cheap embedder)" if cheap else "")
+            + f"\n{code_line(env)}"
+        )
+        (work / "incremental.json").write_text(json.dumps(saved, indent=2))
+    print(table(rows, saved["title"]))
     print(ratios(rows, cheap=bool(model)))
     out = ROOT / "bench" / "out"
     out.mkdir(exist_ok=True)
-    name = "incremental-cheap.json" if args.cheap_embedder else "incremental.json"
+    name = "incremental-cheap.json" if cheap else "incremental.json"
     (out / name).write_text(json.dumps(rows, indent=2))
-    if args.profile:
-        for n in sorted(args.sizes):
-            print(profile(n, work, env, model), flush=True)
 
 
 def smoke_dump(work: Path) -> tuple[Path, Path]:
