@@ -1,7 +1,8 @@
 """Report: one self-contained HTML page describing a published version of the corpus.
 
-Figures are gathered with the SQL in sql/report/, the paper map is a seeded PCA of the
-embeddings, and the page is rendered with jinja2 from flows/templates/report.html.j2.
+Figures are gathered with the SQL in sql/report/, the paper map draws the version's
+paper_coordinates (a t-SNE made at publish time, flows/projection.py), and the page is
+rendered with jinja2 from flows/templates/report.html.j2.
 Everything (SVG charts, CSS, a few lines of JS) is inline, so the file opens offline.
 """
 
@@ -20,32 +21,33 @@ import polars as pl
 
 from flows.history import define_paper_title
 from flows.lake import WarehouseError, open_lake, published_versions, read_sql
+from flows.palette import topic_colour
 from flows.settings import Settings
 
 TEMPLATES_DIR = Path(__file__).resolve().parent / "templates"
 TEMPLATE = "report.html.j2"
 
-# Size of the paper map's SVG viewBox and the margin kept clear of the frame.
-MAP_WIDTH, MAP_HEIGHT, MAP_PAD = 640, 420, 18
+# The paper map's SVG viewBox: its width, the range of its height (the height follows the
+# map's shape, so a wide map leaves no empty band) and the margin kept clear of the frame.
+MAP_WIDTH, MAP_HEIGHTS, MAP_PAD = 960, (360, 600), 18
 TOP_DUPLICATES = 20
 TOP_CHANGES = 10  # papers added, removed and changed that "What changed" lists, of each
 TOP_MENTIONS = 15
 LENGTH_BINS = 16
 
-# Tableau 10: distinct, colour-blind-friendlier hues; papers with no topic are grey.
-PALETTE = (
-    "#4e79a7",
-    "#f28e2b",
-    "#e15759",
-    "#76b7b2",
-    "#59a14f",
-    "#edc948",
-    "#b07aa1",
-    "#ff9da7",
-    "#9c755f",
-    "#bab0ac",
-)
-NO_TOPIC_COLOR = "#8a8a8a"
+MAP_LABEL_TERMS = 2  # a topic's label on the map: the first terms of its label
+LABEL_CHAR, LABEL_LINE = 6.8, 14  # a map label's width per character and its line height
+
+
+@dataclass
+class PaperMap:
+    """The map of papers, ready to draw in the SVG viewBox."""
+
+    points: list[dict[str, Any]]  # paper_id, topic_id, x, y, color, tip: one per paper
+    labels: list[dict[str, Any]]  # topic_id, text, x, y: at the median of its points
+    method: str  # "t-SNE": the stored paper_coordinates; "PCA": projected by the report
+    height: int  # of the viewBox; its width is MAP_WIDTH
+    explained: tuple[float, float] | None = None  # PCA only: variance share of each axis
 
 
 @dataclass
@@ -71,8 +73,7 @@ class Figures:
     totals: dict[str, Any]
     run: dict[str, Any] | None
     topics: list[dict[str, Any]]
-    points: list[dict[str, Any]]
-    explained: tuple[float, float]
+    paper_map: PaperMap
     venues: list[dict[str, Any]]
     lengths: list[dict[str, Any]]
     dq_by_severity: list[dict[str, Any]]
@@ -97,7 +98,7 @@ def rows(con: duckdb.DuckDBPyConnection, name: str) -> list[dict[str, Any]]:
 
 
 def project_2d(vectors: np.ndarray, seed: int) -> tuple[np.ndarray, tuple[float, float]]:
-    """Project vectors to 2-D with PCA.
+    """Project vectors to 2-D with PCA, for versions published without paper_coordinates.
 
     Returns:
         an (n, 2) array and the share of variance each axis explains.
@@ -115,9 +116,16 @@ def project_2d(vectors: np.ndarray, seed: int) -> tuple[np.ndarray, tuple[float,
     return xy, (float(ratio[0]), float(ratio[1]))
 
 
-def to_viewbox(
-    xy: np.ndarray, width: int = MAP_WIDTH, height: int = MAP_HEIGHT, pad: int = MAP_PAD
-) -> np.ndarray:
+def map_height(xy: np.ndarray, width: int = MAP_WIDTH, pad: int = MAP_PAD) -> int:
+    """The viewBox height that fits the points' shape at `width`, within MAP_HEIGHTS."""
+    if len(xy) < 2:
+        return MAP_HEIGHTS[0]
+    span = xy.max(axis=0) - xy.min(axis=0)
+    shape = span[1] / span[0] if span[0] > 0 else np.inf
+    return int(np.clip(round((width - 2 * pad) * shape + 2 * pad), *MAP_HEIGHTS))
+
+
+def to_viewbox(xy: np.ndarray, width: int, height: int, pad: int = MAP_PAD) -> np.ndarray:
     """Scale points into an SVG viewBox, keeping the aspect ratio, y pointing up."""
     if xy.size == 0:
         return xy
@@ -130,40 +138,120 @@ def to_viewbox(
     return np.column_stack([x, y]).round(1)
 
 
-def topic_colors(topic_ids: list[int]) -> dict[int, str]:
-    """A colour per topic, stable for a given set of topic ids."""
-    return {t: PALETTE[i % len(PALETTE)] for i, t in enumerate(sorted(topic_ids))}
-
-
-def paper_points(
-    frame: pl.DataFrame, colors: dict[int, str], seed: int
-) -> tuple[list[dict[str, Any]], tuple[float, float]]:
-    """Map points: the papers' embeddings projected to the SVG viewBox, coloured by topic.
+def paper_points(frame: pl.DataFrame, xy: np.ndarray, height: int) -> list[dict[str, Any]]:
+    """Map points: each paper at its place in the viewBox, coloured by topic.
 
     Args:
-        frame: paper_id, topic_id, title, embedding (sql/report/paper_map.sql).
+        frame: paper_id, topic_id, title, one row per paper.
+        xy: the papers' places, one row per row of `frame` (any scale: fitted to the box).
+        height: the viewBox's.
     """
-    if frame.height == 0:
-        return [], (0.0, 0.0)
-    vectors = np.vstack([np.asarray(v, dtype=np.float32) for v in frame["embedding"]])
-    xy, explained = project_2d(vectors, seed)
-    xy = to_viewbox(xy)
     points = []
     for (x, y), row in zip(
-        xy, frame.select("paper_id", "topic_id", "title").iter_rows(named=True), strict=True
+        to_viewbox(xy, MAP_WIDTH, height),
+        frame.select("paper_id", "topic_id", "title").iter_rows(named=True),
+        strict=True,
     ):
-        topic = row["topic_id"]
         points.append(
             {
                 "paper_id": row["paper_id"],
-                "topic_id": topic,
+                "topic_id": row["topic_id"],
                 "x": float(x),
                 "y": float(y),
-                "color": colors.get(topic, NO_TOPIC_COLOR),
+                "color": topic_colour(row["topic_id"]),
                 "tip": f"{row['title'] or '(no title)'}\n{row['paper_id']}",
             }
         )
-    return points, explained
+    return points
+
+
+def short_label(label: str | None, topic_id: int) -> str:
+    """A topic's name on the map: the first MAP_LABEL_TERMS terms of its label, up to one
+    that repeats a word of an earlier one ("adversarial network, generative adversarial"
+    reads "adversarial network")."""
+    if not label:
+        return f"topic {topic_id}"
+    terms: list[str] = []
+    for term in (t.strip() for t in label.split(",")[:MAP_LABEL_TERMS]):
+        if terms and set(term.split()) & {word for kept in terms for word in kept.split()}:
+            break
+        terms.append(term)
+    return ", ".join(terms)
+
+
+def topic_names(topic_id: int, label: str | None) -> dict[str, str]:
+    """A topic's colour, its name on the map, and the rest of its label, which the legend
+    shows after the map's name (set in bold) so the two read alike."""
+    short = short_label(label, topic_id)
+    label = label or short
+    rest = label[len(short) :] if label.startswith(short) else f" ({label})"
+    return {"color": topic_colour(topic_id), "map_label": short, "label_rest": rest}
+
+
+def topic_labels(
+    points: list[dict[str, Any]], topics: list[dict[str, Any]], height: int
+) -> list[dict[str, Any]]:
+    """A label for each topic on the map, at the median place of its points.
+
+    A label that would cover one already placed (larger topics are placed first) moves up
+    or down by a line until it is clear, or stays at its centre if no nearby line is.
+    """
+    placed: list[tuple[float, float, float, float]] = []  # x0, y0, x1, y1
+    labels = []
+    for topic in topics:
+        mine = [(p["x"], p["y"]) for p in points if p["topic_id"] == topic["topic_id"]]
+        if not mine:
+            continue
+        cx, cy = np.median(np.asarray(mine), axis=0)
+        text = topic["map_label"]
+        half = LABEL_CHAR * len(text) / 2 + 3
+        cx = float(np.clip(cx, half + 2, MAP_WIDTH - half - 2))
+        for shift in (0, -1, 1, -2, 2, -3, 3):
+            y = float(np.clip(cy + shift * LABEL_LINE, LABEL_LINE, height - 4))
+            box = (cx - half, y - LABEL_LINE + 3, cx + half, y + 3)
+            if not any(overlaps(box, other) for other in placed):
+                break
+        else:
+            y = float(np.clip(cy, LABEL_LINE, height - 4))
+            box = (cx - half, y - LABEL_LINE + 3, cx + half, y + 3)
+        placed.append(box)
+        labels.append(
+            {
+                "topic_id": topic["topic_id"],
+                "text": text,
+                "x": round(cx, 1),
+                "y": round(y, 1),
+            }
+        )
+    return labels
+
+
+def overlaps(a: tuple[float, ...], b: tuple[float, ...]) -> bool:
+    """Whether two boxes (x0, y0, x1, y1) overlap."""
+    return a[0] < b[2] and b[0] < a[2] and a[1] < b[3] and b[1] < a[3]
+
+
+def paper_map(con: duckdb.DuckDBPyConnection, topics: list[dict[str, Any]], seed: int) -> PaperMap:
+    """The map: the version's paper_coordinates, or, for a version published before they
+    existed, a PCA of its embeddings made now (scikit-learn is imported only then).
+
+    Args:
+        topics: topic_sizes rows with their map_label, largest first.
+    """
+    try:
+        frame = con.execute(read_sql("report/paper_map")).pl()
+        xy = frame.select("x", "y").to_numpy().astype(np.float64)
+        method, explained = "t-SNE", None
+    except duckdb.CatalogException:
+        frame = con.execute(read_sql("report/paper_map_vectors")).pl()
+        vectors = np.zeros((0, 1), dtype=np.float32)
+        if frame.height:
+            vectors = np.vstack([np.asarray(v, dtype=np.float32) for v in frame["embedding"]])
+        xy, explained = project_2d(vectors, seed)
+        method = "PCA"
+    height = map_height(xy)
+    points = paper_points(frame, xy, height)
+    return PaperMap(points, topic_labels(points, topics, height), method, height, explained)
 
 
 def nice_width(span: float, bins: int) -> int:
@@ -211,9 +299,10 @@ def gather(
 
     Args:
         con: tables papers, embeddings, topics, paper_topics, venue_stats, duplicates,
-            dq_results, runs (and mentions when present) in the default schema.
+            dq_results, runs (and mentions and paper_coordinates when present) in the
+            default schema.
         version: the version shown; dq figures come from the run whose snapshot_id it is.
-        seed: the PCA seed.
+        seed: the seed of the PCA map of a version without paper_coordinates.
         snapshot: the version's catalog entry (time, summary), when known.
     """
     define_paper_title(con)
@@ -224,10 +313,8 @@ def gather(
     mentions = top_mentions(con)
 
     topics = rows(con, "topic_sizes")
-    colors = topic_colors([t["topic_id"] for t in topics])
     for topic in topics:
-        topic["color"] = colors[topic["topic_id"]]
-    points, explained = paper_points(con.execute(read_sql("report/paper_map")).pl(), colors, seed)
+        topic.update(topic_names(topic["topic_id"], topic["label"]))
     run = rows(con, "run_summary")
     snapshot = snapshot or {}
     return Figures(
@@ -237,8 +324,7 @@ def gather(
         totals=rows(con, "totals")[0],
         run=run[0] if run else None,
         topics=topics,
-        points=points,
-        explained=explained,
+        paper_map=paper_map(con, topics, seed),
         venues=rows(con, "venue_years"),
         lengths=length_histogram([r["word_count"] for r in rows(con, "word_counts")]),
         dq_by_severity=rows(con, "dq_by_severity"),
@@ -289,6 +375,11 @@ def build(settings: Settings, version: int | None = None) -> Figures:
     return figures
 
 
+def point_radius(papers: int) -> float:
+    """A map dot's radius: 6 up to 100 papers, smaller as they crowd (not below 3)."""
+    return round(float(np.clip(6 * math.sqrt(100 / max(papers, 1)), 3, 6)), 1)
+
+
 @lru_cache(maxsize=1)
 def templates() -> jinja2.Environment:
     """The Jinja environment of paperlake's offline pages (flows/templates/)."""
@@ -309,7 +400,7 @@ def render(figures: Figures) -> str:
         .render(
             f=figures,
             map_width=MAP_WIDTH,
-            map_height=MAP_HEIGHT,
+            point_radius=point_radius(len(figures.paper_map.points)),
             max_topic=max((t["papers"] for t in figures.topics), default=0),
             max_venue=max((v["papers"] for v in figures.venues), default=0),
             max_bin=max((b["papers"] for b in figures.lengths), default=0),

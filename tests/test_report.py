@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import sys
 
 import duckdb
 import numpy as np
@@ -12,7 +13,17 @@ from typer.testing import CliRunner
 
 from flows.cli import app
 from flows.lake import open_lake
-from flows.report import Change, gather, length_histogram, project_2d, render, write_report
+from flows.palette import topic_colour
+from flows.report import (
+    MAP_PAD,
+    Change,
+    gather,
+    length_histogram,
+    project_2d,
+    render,
+    short_label,
+    write_report,
+)
 from tests.conftest import open_offline
 
 runner = CliRunner()
@@ -22,8 +33,9 @@ def words(n: int, seed: str) -> str:
     return " ".join(f"{seed}{i}" for i in range(n))
 
 
-def tiny_tables(with_mentions: bool = True) -> dict[str, pl.DataFrame]:
-    """Four papers at version 2: two topics, two venues, one near-duplicate pair."""
+def tiny_tables(with_mentions: bool = True, with_map: bool = True) -> dict[str, pl.DataFrame]:
+    """Four papers at version 2: two topics, two venues, one near-duplicate pair; their map
+    spans x in [-1, 1] and y in [-0.5, 0.5]."""
     ids = ["p1", "p2", "p3", "p4"]
     run_1, run_2 = "run-one", "run-two"
     tables = {
@@ -51,6 +63,9 @@ def tiny_tables(with_mentions: bool = True) -> dict[str, pl.DataFrame]:
             }
         ),
         "paper_topics": pl.DataFrame({"paper_id": ids, "topic_id": [0, 0, 0, 1]}),
+        "paper_coordinates": pl.DataFrame(
+            {"paper_id": ids, "x": [-1.0, -0.6, 0.4, 1.0], "y": [0.5, 0.3, -0.5, 0.0]}
+        ),
         "venue_stats": pl.DataFrame(
             {
                 "venue": ["ICLR", "NeurIPS"],
@@ -99,6 +114,8 @@ def tiny_tables(with_mentions: bool = True) -> dict[str, pl.DataFrame]:
             }
         ),
     }
+    if not with_map:
+        del tables["paper_coordinates"]  # versions published before maps were stored
     if with_mentions:
         tables["mentions"] = pl.DataFrame(
             {
@@ -112,9 +129,11 @@ def tiny_tables(with_mentions: bool = True) -> dict[str, pl.DataFrame]:
     return tables
 
 
-def tiny_connection(with_mentions: bool = True) -> duckdb.DuckDBPyConnection:
+def tiny_connection(
+    with_mentions: bool = True, with_map: bool = True, tables: dict | None = None
+) -> duckdb.DuckDBPyConnection:
     con = duckdb.connect()
-    for name, frame in tiny_tables(with_mentions).items():
+    for name, frame in (tables or tiny_tables(with_mentions, with_map)).items():
         con.register("frame", frame)
         con.execute(f"create table {name} as select * from frame")
         con.unregister("frame")
@@ -182,9 +201,10 @@ def test_gather_tiny_warehouse():
         (130, 1),
         (250, 1),
     ]
-    assert [p["paper_id"] for p in figures.points] == ["p1", "p2", "p3", "p4"]
-    assert figures.points == again.points  # the projection is deterministic
-    tips = {p["paper_id"]: p["tip"] for p in figures.points}
+    points = figures.paper_map.points
+    assert [p["paper_id"] for p in points] == ["p1", "p2", "p3", "p4"]
+    assert figures.paper_map == again.paper_map
+    tips = {p["paper_id"]: p["tip"] for p in points}
     assert tips["p3"] == "A titled paper\np3"
     assert tips["p1"] == words(14, "a") + "…\np1"
 
@@ -199,6 +219,7 @@ def test_gather_tiny_warehouse():
     ]
     assert metrics(html, "mention-papers") == ["2", "1", "1"]
     assert html.count("<circle") == 4
+    assert 'data-map-method="t-SNE"' in html and "PCA" not in html
     duplicates = html[html.index('<section id="duplicates">') :].split("</section>", 1)[0]
     pair = re.search(r'<tr data-pair="p1/p2">(.*?)</tr>', duplicates, re.S).group(1)
     assert re.findall(r'class="paper untitled" title="(\w+)" data-paper-title>([^<]*)<', pair) == [
@@ -209,6 +230,140 @@ def test_gather_tiny_warehouse():
     failures = html[html.index('data-metric-row="dq-failure"') :].split("</tr>", 1)[0]
     assert 'title="p3" data-paper-title>A titled paper<' in failures
     assert "first version" in html  # no change figures were attached
+
+
+def circles(html: str) -> dict[str, tuple[str, float, float]]:
+    """paper id -> (fill, cx, cy) of every dot of the paper map."""
+    found = re.findall(
+        r'<circle class="pt" data-paper="(\w+)" data-topic="\d*" cx="([\d.]+)" cy="([\d.]+)"'
+        r' r="[\d.]+" fill="([^"]+)">',
+        html,
+    )
+    return {paper: (fill, float(cx), float(cy)) for paper, cx, cy, fill in found}
+
+
+def test_map_draws_the_stored_coordinates():
+    with tiny_connection() as con:
+        figures = gather(con, version=2)
+    html = render(figures)
+    assert figures.paper_map.method == "t-SNE" and figures.paper_map.explained is None
+    # x spans 2 and y 1: the viewBox is 960 wide and (960 - 2 * 18) / 2 + 2 * 18 = 498 high,
+    # one unit is (960 - 2 * 18) / 2 = 462 px, and the origin is the box's centre, y up.
+    assert 'viewBox="0 0 960 498"' in html
+    dots = circles(html)
+    assert set(dots) == {"p1", "p2", "p3", "p4"}  # one dot per paper of the version
+    # p3 is stored at (0.4, -0.5): 480 + 0.4 * 462 and 249 + 0.5 * 462.
+    assert dots["p3"][1:] == (664.8, 480.0)
+    assert dots["p1"][1:] == (480 - 462, 249 - 0.5 * 462)
+    assert {paper: fill for paper, (fill, _, _) in dots.items()} == {
+        "p1": topic_colour(0),
+        "p2": topic_colour(0),
+        "p3": topic_colour(0),
+        "p4": topic_colour(1),
+    }
+    # Each topic is labelled at the median place of its papers (p2's, for topic 0); topic
+    # 1's label is pulled in from the right edge so that it stays inside the box.
+    labels = re.findall(
+        r'<text class="topic-label" data-topic="(\d+)" x="([\d.]+)" y="([\d.]+)">([^<]*)<', html
+    )
+    assert labels == [
+        ("0", "202.8", "110.4", "decoding, speed"),
+        ("1", "897.2", "249.0", "graphs, molecules"),  # 960 - 2 - (17 * 6.8 / 2 + 3)
+    ]
+    legend = re.findall(
+        r'<li data-topic="(\d+)"><span class="swatch" style="background:([^"]+)">'
+        r"</span><span><b>([^<]*)</b>([^<]*)</span>",
+        html,
+    )
+    assert legend == [
+        ("0", topic_colour(0), "decoding, speed", ", tokens"),
+        ("1", topic_colour(1), "graphs, molecules", ", chemistry"),
+    ]
+    caption = html[html.index('<section id="map">') :].split("</svg>", 1)[0]
+    assert "t-SNE of the\n    abstracts' embeddings made when this version was published" in caption
+    assert "papers near each other have\n    similar abstracts" in caption
+
+
+def test_map_reads_no_scikit_learn_when_coordinates_are_stored(monkeypatch):
+    # None in sys.modules makes any import of the module fail.
+    monkeypatch.setitem(sys.modules, "sklearn", None)
+    monkeypatch.setitem(sys.modules, "sklearn.decomposition", None)
+    with tiny_connection() as con:
+        assert len(gather(con, version=2).paper_map.points) == 4
+    with tiny_connection(with_map=False) as con, pytest.raises(ImportError, match="sklearn"):
+        gather(con, version=2)
+
+
+def test_map_of_a_version_without_coordinates_is_a_pca_and_says_so():
+    with tiny_connection(with_map=False) as con:
+        figures = gather(con, version=2, seed=7)
+        again = gather(con, version=2, seed=7)
+    assert figures.paper_map.method == "PCA"
+    assert figures.paper_map == again.paper_map  # the projection is deterministic
+    first, second = figures.paper_map.explained
+    assert first >= second > 0 and first + second <= 1
+    html = render(figures)
+    assert set(circles(html)) == {"p1", "p2", "p3", "p4"}
+    assert len(re.findall('<text class="topic-label"', html)) == 2
+    caption = html[html.index('<section id="map">') :].split("</p>", 1)[0]
+    assert 'data-map-method="PCA"' in caption
+    assert "no <code>paper_coordinates</code>" in caption
+    assert f"axes explain\n    {first * 100:.0f}% and {second * 100:.0f}%" in caption
+
+
+def many_topic_tables(n: int) -> dict[str, pl.DataFrame]:
+    """tiny_tables with n papers, one in each of n topics, around a circle."""
+    tables = tiny_tables()
+    ids = [f"q{i:02d}" for i in range(n)]
+    angles = np.linspace(0, 2 * np.pi, n, endpoint=False)
+    tables["papers"] = pl.DataFrame(
+        {
+            "paper_id": ids,
+            "venue": ["ICLR"] * n,
+            "year": [2026] * n,
+            "title": [f"Paper {i}" for i in range(n)],
+            "abstract": [words(100, f"w{i}_") for i in range(n)],
+            "word_count": [100] * n,
+        }
+    )
+    tables["embeddings"] = pl.DataFrame(
+        {"paper_id": ids, "embedding": [[float(i == j) for j in range(n)] for i in range(n)]}
+    )
+    tables["topics"] = pl.DataFrame(
+        {
+            "topic_id": list(range(n)),
+            "label": [f"term{i}, other{i}, third{i}" for i in range(n)],
+            "top_terms": [[f"term{i}"] for i in range(n)],
+        }
+    )
+    tables["paper_topics"] = pl.DataFrame({"paper_id": ids, "topic_id": list(range(n))})
+    tables["paper_coordinates"] = pl.DataFrame(
+        {"paper_id": ids, "x": np.cos(angles).round(5), "y": np.sin(angles).round(5)}
+    )
+    return tables
+
+
+def test_map_gives_every_topic_its_own_colour_and_label():
+    n = 13  # more than any fixed ten-colour palette holds
+    with tiny_connection(tables=many_topic_tables(n)) as con:
+        html = render(gather(con, version=2))
+    dots = circles(html)
+    assert len(dots) == n
+    assert len({fill for fill, _, _ in dots.values()}) == n
+    legend = r'<li data-topic="\d+"><span class="swatch" style="background:([^"]+)"'
+    swatches = re.findall(legend, html)
+    assert sorted(swatches) == sorted(fill for fill, _, _ in dots.values())
+    labels = re.findall(r'<text class="topic-label" data-topic="(\d+)"[^>]*>([^<]*)<', html)
+    assert sorted(labels) == sorted((str(i), f"term{i}, other{i}") for i in range(n))
+
+
+def test_short_label_takes_two_terms_unless_the_second_repeats_a_word():
+    assert short_label("decoding, speed, tokens", 0) == "decoding, speed"
+    assert short_label("adversarial network, generative adversarial, gan", 3) == (
+        "adversarial network"
+    )
+    assert short_label("graphs", 1) == "graphs"
+    assert short_label(None, 4) == "topic 4"
 
 
 def test_what_changed_lists_papers_by_name():
@@ -339,6 +494,12 @@ def warehouse_figures(settings) -> dict:
                 ).fetchall()
             },
             "dq": dq,
+            "coordinates": {
+                paper: (x, y)
+                for paper, x, y in con.execute(
+                    "select paper_id, x, y from paper_coordinates"
+                ).fetchall()
+            },
         }
 
 
@@ -370,7 +531,31 @@ def test_report_in_chromium_matches_the_warehouse(chromium, sample_run, tmp_path
     assert {
         (s["venue"], int(s["year"])): int(s["text"]) for s in values("venue-papers")
     } == expected["venues"]
-    assert page.locator("#paper-map circle").count() == expected["embedded"]
+    # One dot per paper, each where paper_coordinates puts it in the viewBox.
+    dots = page.eval_on_selector_all(
+        "#paper-map circle",
+        "els => els.map(e => [e.dataset.paper, +e.getAttribute('cx'), +e.getAttribute('cy')])",
+    )
+    assert len(dots) == len({paper for paper, _, _ in dots}) == expected["papers"]
+    stored = expected["coordinates"]
+    assert {paper for paper, _, _ in dots} == set(stored)
+    width, height = map(float, page.get_attribute("#paper-map", "viewBox").split()[2:])
+    xy = np.array(list(stored.values()))
+    lo, hi = xy.min(axis=0), xy.max(axis=0)
+    scale = min((width - 2 * MAP_PAD) / (hi - lo)[0], (height - 2 * MAP_PAD) / (hi - lo)[1])
+    paper, cx, cy = dots[len(dots) // 2]
+    x, y = stored[paper]
+    assert cx == pytest.approx(width / 2 + (x - (lo[0] + hi[0]) / 2) * scale, abs=0.06)
+    assert cy == pytest.approx(height / 2 - (y - (lo[1] + hi[1]) / 2) * scale, abs=0.06)
+    assert "t-SNE" in page.locator("#map .note").inner_text()
+    # A label per topic that has papers, in the box.
+    labels = page.eval_on_selector_all(
+        "#paper-map .topic-label",
+        "els => els.map(e => { const b = e.getBBox(); return [e.dataset.topic, b.x, b.width]; })",
+    )
+    assert {int(topic) for topic, _, _ in labels} == set(expected["topics"])
+    for _, left, text_width in labels:
+        assert left >= 0 and left + text_width <= width
     dot = page.locator("#paper-map circle").first
     name, paper_id = dot.locator("title").text_content().split("\n")
     assert paper_id == dot.get_attribute("data-paper") and len(name.split()) >= 3

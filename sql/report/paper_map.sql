@@ -1,9 +1,10 @@
--- paper_map: every embedded paper with its vector, topic and name (macro paper_title) for
--- its hover text.
--- grain: one row per paper that has an embedding, ordered by paper_id for a stable projection.
--- upstream: papers, embeddings, paper_topics.
-with vectors as (
-    select paper_id, embedding from embeddings
+-- paper_map: every paper's place on the map (paper_coordinates: a t-SNE of the embeddings
+-- made when the version was published, x and y in [-1, 1]), its topic and its name (macro
+-- paper_title) for the hover text.
+-- grain: one row per paper with coordinates, ordered by paper_id.
+-- upstream: papers, paper_coordinates, paper_topics.
+with places as (
+    select paper_id, x, y from paper_coordinates
 ),
 
 assigned as (
@@ -15,9 +16,10 @@ final as (
         papers.paper_id,
         assigned.topic_id,
         paper_title(papers.title, papers.abstract) as title,
-        vectors.embedding
+        places.x,
+        places.y
     from papers
-    join vectors using (paper_id)
+    join places using (paper_id)
     left join assigned using (paper_id)
     order by papers.paper_id
 )
