@@ -126,7 +126,8 @@ def table(rows: list[dict], title: str) -> str:
     stage of a +1% run grew from the smallest warehouse to the largest."""
     small, large = rows[0], rows[-1]
     heads = [f"{r['n']:,} {label}" for r in rows for label in ("cold", "+1%")]
-    growth = f"+1% {large['n'] // 1000}k/{small['n'] // 1000}k" if len(rows) > 1 else ""
+    short = lambda n: f"{n // 1000}k" if n % 1000 == 0 else str(n)  # noqa: E731
+    growth = f"+1% {short(large['n'])}/{short(small['n'])}" if len(rows) > 1 else ""
     width = max(12, *(len(h) + 2 for h in heads))
     lines = [title, f"{'':<12}" + "".join(f"{h:>{width}}" for h in heads) + f"{growth:>16}"]
 
