@@ -93,6 +93,7 @@ class GraphEncoder:
 
 def st_features(st: Any) -> Features:
     """The sentence-transformers model's tokenizer, as numpy arrays."""
+
     def features(texts: list[str]) -> dict[str, np.ndarray]:
         tensors = st.preprocess(texts).items()
         return {name: value.numpy() for name, value in tensors if hasattr(value, "numpy")}
@@ -101,12 +102,18 @@ def st_features(st: Any) -> Features:
 
 
 def max_seq_length(path: Path) -> int:
-    """The token limit sentence-transformers applies: sentence_bert_config.json's, capped by
-    the tokenizer's own."""
-    limit = json.loads((path / "sentence_bert_config.json").read_text())["max_seq_length"]
+    """The token limit sentence-transformers applies: sentence_bert_config.json's (else the
+    model's max_position_embeddings), capped by the tokenizer's own."""
+    given = path / "sentence_bert_config.json"
+    limit = json.loads(given.read_text()).get("max_seq_length") if given.exists() else None
     config = path / "tokenizer_config.json"
     model_max = json.loads(config.read_text()).get("model_max_length") if config.exists() else None
-    return min(limit, int(model_max)) if isinstance(model_max, int | float) else limit
+    if not isinstance(model_max, int | float) or model_max > 1e6:  # "no limit" in HF's words
+        model_max = None
+    if limit is None and (path / "config.json").exists():  # as sentence-transformers
+        limit = json.loads((path / "config.json").read_text()).get("max_position_embeddings")
+    known = [int(v) for v in (limit, model_max) if isinstance(v, int | float)]
+    return min(known) if known else 512
 
 
 def tokenizer_features(path: Path) -> Features:

@@ -148,16 +148,26 @@ def aggregate_papers(
     """
     previous = {topic: np.asarray(c, dtype=np.float32) for topic, c in last.centroids.items()}
     width = max(settings.neighbors_k, aggregate.PAIR_CAP)
-    lists = aggregate.NeighbourLists(settings.cache_path / "neighbors", model_key, width)
+    folder = settings.cache_path / "neighbors"
+    exact_lists = aggregate.NeighbourLists(folder, model_key, width)
+    graph_lists = aggregate.NeighbourLists(folder, f"{model_key}:graph", width)
     workers = cluster_workers()
 
     def search(ids: list[str], vectors: np.ndarray) -> pl.DataFrame:
-        """Update the last run's exact lists where there are any; else search, on the
-        cluster's workers where there is one."""
+        """Update the last run's lists where there are any; else search, on the cluster's
+        workers where there is one.
+
+        Exact mode updates only exact lists (the result equals a new exact search). Above
+        `exact_neighbors_max` the lists a graph search left (or exact ones from a smaller
+        warehouse) are updated the same way: new papers and papers that lost a neighbour
+        are searched exactly against all, so a run costs what changed there too, and its
+        lists are at least as good as the graph's.
+        """
         exact = aggregate.neighbor_method(
             settings.neighbors_method, len(ids), settings.exact_neighbors_max
         ) == "exact"  # fmt: skip
-        previous = lists.load() if exact else None
+        lists, other = (exact_lists, graph_lists) if exact else (graph_lists, exact_lists)
+        previous = lists.load() or (None if exact else exact_lists.load())
         if previous:
             found = aggregate.update_candidates(ids, vectors, width, *previous)
             came, left = set(ids).difference(previous[1]), set(previous[1]).difference(ids)
@@ -180,8 +190,8 @@ def aggregate_papers(
                 ids, vectors, width, settings.duplicate_threshold, settings.neighbors_method,
                 settings.exact_neighbors_max,
             )  # fmt: skip
-        if exact:  # graph lists are approximate: the next run searches again
-            lists.save(ids, found)
+        lists.save(ids, found)
+        other.path.unlink(missing_ok=True)  # one kind of list at a time: no stale ones
         return found
 
     con = staged(inputs)

@@ -184,3 +184,13 @@ print(json.dumps({{"torch": "torch" in sys.modules, "dim": info.dim,
     report = json.loads(done.stdout.splitlines()[-1])
     assert report == {"torch": False, "dim": 384, "precision": precision, "device": "cpu"}
     assert np.array_equal(np.load(out), checked)
+
+
+def test_token_limit_without_max_seq_length_is_the_models_own(tmp_path):
+    """sentence-transformers 6 saves sentence_bert_config.json without max_seq_length."""
+    (tmp_path / "sentence_bert_config.json").write_text('{"do_lower_case": false}')
+    (tmp_path / "config.json").write_text('{"max_position_embeddings": 512}')
+    (tmp_path / "tokenizer_config.json").write_text('{"model_max_length": 1000000000000}')
+    assert encoders.max_seq_length(tmp_path) == 512
+    (tmp_path / "sentence_bert_config.json").write_text('{"max_seq_length": 256}')
+    assert encoders.max_seq_length(tmp_path) == 256

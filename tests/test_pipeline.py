@@ -309,3 +309,46 @@ def test_a_run_on_hostile_exports_and_the_sample_publishes_and_accounts_for_ever
         assert seen == accepted + rejected and (error is None or seen == 0), path
         assert rejects.get(path, 0) == rejected, path
     assert papers >= 38 and sum(row[2] for row in sources) >= papers
+
+
+def test_above_the_exact_limit_the_graphs_lists_are_updated_not_searched_again(
+    prefect_server, raw_copy, tmp_path, caplog
+):
+    """With the sample above `exact_neighbors_max`, version 1 searches an HNSW graph and
+    keeps its lists; version 2 updates them: the papers it adds get their exact nearest."""
+    import numpy as np
+    import polars as pl
+
+    from flows import aggregate
+    from tests.test_history import add_new_dump
+
+    warehouse = tmp_path / "warehouse"
+    run = {"warehouse": str(warehouse), "exact_neighbors_max": 10}
+    paperlake(raw=[str(raw_copy)], **run)
+    folder = warehouse / "cache" / "neighbors"
+    (first,) = folder.glob("lists-*.parquet")
+    with open_lake(Settings(warehouse=warehouse)) as con:
+        before = {r[0] for r in con.execute("select paper_id from papers").fetchall()}
+    add_new_dump(raw_copy)
+    with caplog.at_level("INFO"):
+        summary = paperlake(raw=[str(raw_copy)], **run)
+    assert summary.version == 2
+    assert "the last run's lists updated (5 papers new, 0 gone)" in caplog.text
+    assert list(folder.glob("lists-*.parquet")) == [first]  # the graph's lists, kept
+    with open_lake(Settings(warehouse=warehouse)) as con:
+        published = con.execute("select paper_id, neighbor_id, rank from neighbors").pl()
+        vectors = con.execute("select paper_id, embedding from embeddings order by 1").pl()
+    ids = vectors["paper_id"].to_list()
+    added = sorted(set(ids) - before)
+    assert len(added) == 5
+    matrix = np.asarray(vectors["embedding"].to_list(), dtype=np.float32)
+    exact, _ = aggregate.split_candidates(
+        aggregate.candidates(ids, matrix, 32, 0.95, "exact"), 10, 0.95
+    )
+    expected = exact.filter(pl.col("paper_id").is_in(added)).with_columns(
+        rank=pl.int_range(1, pl.len() + 1).over("paper_id")
+    )
+    got = published.filter(pl.col("paper_id").is_in(added))
+    assert got.sort("paper_id", "rank").select("paper_id", "neighbor_id", "rank").to_dicts() == (
+        expected.sort("paper_id", "rank").select("paper_id", "neighbor_id", "rank").to_dicts()
+    )
