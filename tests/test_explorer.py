@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 from fastapi.testclient import TestClient
 
+from flows import search
 from flows.explorer import Explorer, create_app
 from flows.lake import WarehouseError, open_lake
 from flows.settings import PROJECT_ROOT, Settings
@@ -114,6 +115,46 @@ def test_filters_narrow_the_hits(client, lake):
     assert len(year["hits"]) == 10 and {h["year"] for h in year["hits"]} == {2026}
     none = client.get("/api/search", params={"q": "learning", "venue": "NeurIPS"}).json()
     assert none["hits"] == [] and none["no_good_match"] is True
+
+
+SAME = ("paper_id", "score", "bm25", "all_words", "good_match", "no_good_match", "topic_id")
+
+
+def test_warm_search_answers_as_search_does_and_needs_no_catalog(lake):
+    """The explorer's held copy of a version (flows/search.py's Corpus) gives the hits that
+    flows.search.search gives on the catalog, and keeps answering once the catalog is let go."""
+    settings, ids = lake
+    explorer = Explorer(settings)
+    try:
+        for version in (1, 2):
+            with open_lake(settings, version) as con:
+                topic = con.execute("select max(topic_id) from topics").fetchone()[0]
+                cases = [
+                    ("negative extrapolation self-training", {}),
+                    ("speculative decoding", {"k": 5, "mode": "dense"}),
+                    ("chain of thought", {"k": 3, "mode": "keyword"}),
+                    ("graph neural networks for molecules", {"k": 20}),
+                    ("learning", {"k": 50, "year": 2026}),
+                    ("learning", {"venue": "iclr", "mode": "keyword"}),
+                    ("learning", {"venue": "NeurIPS"}),
+                    ("language models", {"k": 50, "topic": topic}),
+                ]
+                expected = {
+                    (text, str(options)): search.search(con, text, settings, **options)
+                    for text, options in cases
+                }
+            explorer.hold(version)
+            explorer.release()  # what is held needs no connection to the catalog
+            for text, options in cases:
+                body = explorer.search(text, version, **options)
+                got = [tuple(hit[c] for c in SAME) for hit in body["hits"]]
+                want = expected[text, str(options)].select(SAME).rows()
+                assert got == want, (version, text, options)
+                assert (want == []) == (options.get("venue") == "NeurIPS")
+            assert not explorer.lakes
+    finally:
+        explorer.close()
+    assert expected[cases[0][0], "{}"]["paper_id"][0] in {ids["neon"], ids["2501.01234"]}
 
 
 def test_paper_page_has_nearest_duplicates_and_its_raw_record(client, lake):

@@ -30,6 +30,34 @@ def test_fusion_methods_on_explicit_lists():
         search.fuse([dense], 3, "max")
 
 
+def test_best_keeps_the_k_highest_ties_by_id():
+    scores = np.array([0.5, 0.9, 0.5, 0.1, 0.5])
+    ids = ["e", "a", "c", "b", "d"]
+    assert search.best(scores, ids, 3) == [("a", 0.9), ("c", 0.5), ("d", 0.5)]
+    assert search.best(scores, ids, 10) == [
+        ("a", 0.9), ("c", 0.5), ("d", 0.5), ("e", 0.5), ("b", 0.1)
+    ]  # fmt: skip
+
+
+def test_filters_ignore_case_and_take_a_topic_id_or_label_words():
+    facets = pl.DataFrame(
+        {
+            "paper_id": ["p", "q", "r"],
+            "venue": ["ICLR", "iclr", None],
+            "year": [2026, 2025, 2026],
+            "topic_id": [1, 12, None],
+            "topic": ["speculative decoding, drafts", "graphs, molecules", None],
+        }
+    )
+    assert search.filtered(facets) is None
+    assert search.filtered(facets, venue="Iclr") == ["p", "q"]
+    assert search.filtered(facets, year=2026) == ["p", "r"]
+    assert search.filtered(facets, topic=1) == ["p"]  # not 12
+    assert search.filtered(facets, topic=" DECODING ") == ["p"]
+    assert search.filtered(facets, venue="iclr", year=2025, topic="12") == ["q"]
+    assert search.filtered(facets, topic="no such topic") == []
+
+
 def test_modes_find_the_right_abstracts(sample_run):
     settings = sample_run.settings
     with open_lake(settings) as con:

@@ -1,6 +1,6 @@
 -- names: how the explorer names each paper to a person: its title, or for an untitled
 -- paper its abstract's first words (macro paper_title), and which of the two it is.
--- grain: one row per id in $ids found in the version.
+-- grain: one row per id in $ids found in the version (every paper when $ids is NULL).
 -- upstream: papers; macros paper_title, paper_untitled.
 with final as (
     select
@@ -8,7 +8,7 @@ with final as (
         paper_title(title, abstract) as title,
         paper_untitled(title) as untitled
     from papers
-    where paper_id in (select unnest($ids))
+    where $ids is null or paper_id in (select unnest($ids::VARCHAR[]))
 )
 
 select * from final
