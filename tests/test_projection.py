@@ -76,3 +76,16 @@ def test_tiny_sets_get_a_place_each(n):
     if n > 1:  # distinct places filling the square
         assert np.abs(coords).max() == pytest.approx(1.0)
         assert len({tuple(xy) for xy in coords}) == n
+
+
+def test_above_the_fit_limit_a_sample_is_laid_out_and_the_rest_placed(monkeypatch):
+    monkeypatch.setattr(projection, "MAP_FIT_MAX", 24)
+    vectors = clusters(20)  # 60 papers: 24 laid out by t-SNE, 36 placed
+    coords = projection.project(vectors, seed=0)
+    assert coords.shape == (60, 2) and np.abs(coords).max() == pytest.approx(1.0)
+    assert np.array_equal(coords, projection.project(vectors, seed=0))  # seeded sample
+    centres = np.stack([coords[i * 20 : (i + 1) * 20].mean(axis=0) for i in range(3)])
+    spread = max(np.linalg.norm(coords[i * 20 : (i + 1) * 20] - centres[i], axis=1).max()
+                 for i in range(3))  # fmt: skip
+    gaps = [np.linalg.norm(centres[a] - centres[b]) for a, b in ((0, 1), (0, 2), (1, 2))]
+    assert min(gaps) > 2 * spread  # placed papers join their own cluster
