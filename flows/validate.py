@@ -245,7 +245,7 @@ class Validator:
         self.run_id = run_id
         self.memo = memo
         self.results: list[pl.DataFrame] = []
-        self.ran_gx = False  # whether any suite result was stored for the Data Docs
+        self.stored: list = []  # the keys of the suite results stored for the Data Docs
         self._context = None
 
     @property
@@ -371,7 +371,6 @@ class Validator:
                 gx_suite, expectation_parameters=parameters, result_format=result_format
             )
             self._store(suite.name, result)
-            self.ran_gx = True
             fields = []
             for index, expectation in enumerate(suite.expectations):
                 res = result_for(result.results, expectation)
@@ -484,17 +483,37 @@ class Validator:
             expectation_suite_identifier=suite_key, run_id=run, batch_identifier=result.batch_id
         )
         self.context.validation_results_store.store_validation_results(result, key, suite_key)
+        self.stored.append(key)
+
+    @property
+    def ran_gx(self) -> bool:
+        """Whether this validator stored any suite result."""
+        return bool(self.stored)
+
+    @property
+    def site(self) -> Path:
+        """The local Data Docs site."""
+        return self.root / "gx" / "uncommitted" / "data_docs" / "local_site"
 
     def build_docs(self) -> Path | None:
         """Rebuild the HTML Data Docs over the latest runs; returns the index page.
 
         A run that stored no result leaves the Data Docs as they are.
         """
-        index = self.root / "gx" / "uncommitted" / "data_docs" / "local_site" / "index.html"
+        index = self.site / "index.html"
         if not self.ran_gx and index.exists():
             return index
         self.prune_results()
-        self.context.build_data_docs()
+        if index.exists():  # the pages of this run's results and suites, and the index
+            from great_expectations.data_context.types.resource_identifiers import (
+                ExpectationSuiteIdentifier,
+            )
+
+            suites = {key.expectation_suite_identifier.name for key in self.stored}
+            pages = [*self.stored, *(ExpectationSuiteIdentifier(name=s) for s in sorted(suites))]
+            self.context.build_data_docs(resource_identifiers=pages)
+        else:
+            self.context.build_data_docs()
         for site in self.context.get_docs_sites_urls():
             url = site.get("site_url") or ""
             if url.startswith("file://"):
@@ -510,9 +529,12 @@ class Validator:
             # <run name>/<run time>: run names are run ids, so the time orders them.
             runs = sorted((p for p in suite.glob("*/*") if p.is_dir()), key=lambda p: p.name)
             for old in runs[:-keep] if keep else runs:
-                shutil.rmtree(old)
-                if not any(old.parent.iterdir()):
-                    old.parent.rmdir()
+                # The result, and its page (the Data Docs are built only for new results).
+                page = self.site / "validations" / old.relative_to(root)
+                for folder in (old, page):
+                    shutil.rmtree(folder, ignore_errors=True)
+                    if folder.parent.is_dir() and not any(folder.parent.iterdir()):
+                        folder.parent.rmdir()
                 removed += 1
         return removed
 

@@ -263,3 +263,22 @@ def test_a_run_with_nothing_new_never_loads_great_expectations(tmp_path):
     row = failed.filter(pl.col("kwargs").str.contains('"min_value": 35')).to_dicts()[0]
     assert (row["success"], row["unexpected_count"]) == (False, 1)
     assert row["unexpected_ids"] == ["00000000000000aa"]
+
+
+def test_data_docs_are_built_for_new_results_and_list_every_kept_one(tmp_path):
+    import re
+
+    pages = []
+    for number in range(4):
+        validator = validate.Validator(tmp_path / "gx", f"run-{number}")
+        validator.validate("papers", papers(), PARAMS)
+        validator.prune_results = lambda keep=3, v=validator: validate.Validator.prune_results(
+            v, keep
+        )
+        index = validator.build_docs()
+        pages.append(sorted(p.relative_to(index.parent) for p in index.parent.rglob("*.html")))
+    linked = set(re.findall(r"'_table_row_link_path': '(validations/[^']+)'", index.read_text()))
+    results = {str(p) for p in pages[-1] if str(p).startswith("validations/")}
+    assert len(results) == 3  # the oldest run's page went with its result
+    assert linked == results  # the index lists every kept result, each page is there
+    assert not any("run-0" in page for page in (tmp_path / "gx").rglob("*") for page in [str(page)])
