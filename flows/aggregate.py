@@ -14,7 +14,7 @@ import duckdb
 import numpy as np
 import polars as pl
 
-from flows import projection
+from flows import projection, tables
 from flows.embed import compute_threads
 from flows.lake import read_sql
 from flows.settings import NEIGHBOR_METHODS, SQL_DIR
@@ -685,6 +685,95 @@ def stage_vocabulary(con: duckdb.DuckDBPyConnection) -> None:
     con.execute("set variable mention_pattern = ?", [alternation])
 
 
+# Tables of sql/ whose rows each come from one paper alone, and the other tables they read.
+PER_PAPER_TABLES = {"mentions": ("mention_vocabulary",)}
+
+
+class PaperRows:
+    """Rows that one SQL file derives from each paper alone (its abstract and links) and
+    from fixed tables (a seed, the stop words), kept in the cache per paper: a run runs
+    the SQL over the papers it has not seen only, so it costs what changed.
+
+    One Parquet file per SQL text, fixed tables and DuckDB version, rewritten atomically
+    to the current papers after each build: the SQL's rows, and one row per paper read
+    with the digest of the columns it was read from (sql/aggregate/paper_digests.sql),
+    which also remembers the papers that gave no rows. Without a folder, `build` runs the
+    SQL over all papers.
+    """
+
+    def __init__(
+        self,
+        con: duckdb.DuckDBPyConnection,
+        folder: Path | None,
+        name: str,
+        reads: tuple[str, ...],
+    ):
+        """Args:
+        name: the SQL file, sql/<name>.sql; it reads `papers` and the tables `reads`.
+        """
+        self.digests = read_sql("aggregate/paper_digests")
+        self.sql = read_sql(name)
+        self.path: Path | None = None
+        if folder is not None:
+            key = hashlib.sha256(f"{duckdb.__version__}\n{self.sql}".encode())
+            for table in reads:
+                key.update(con.table(table).order("all").pl().write_csv().encode())
+            self.stem = name.replace("/", "-")
+            self.path = folder / f"{self.stem}-{key.hexdigest()[:16]}.parquet"
+
+    def build(self, con: duckdb.DuckDBPyConnection, table: str, order: tuple[str, ...]) -> None:
+        """Create `table` in `con`: the SQL's rows for all papers, sorted by `order`."""
+        if self.path is None:
+            con.execute(f"create or replace table {table} as {self.sql}")
+            return
+        digests = con.execute(self.digests).pl()
+        stored = self.load()
+        read = stored.filter(pl.col("digest").is_not_null()).select("paper_id", "digest")
+        keep = digests.join(read, on=["paper_id", "digest"], how="semi")["paper_id"]
+        new = self.run_over(con, digests.filter(~pl.col("paper_id").is_in(keep))["paper_id"])
+        kept = stored.filter(pl.col("digest").is_null() & pl.col("paper_id").is_in(keep))
+        rows = pl.concat([kept, new], how="diagonal_relaxed").select(new.columns)
+        con.register(f"{table}_frame", rows)
+        sort = f" order by {', '.join(order)}" if order else ""
+        con.execute(f"create or replace table {table} as from {table}_frame{sort}")
+        con.unregister(f"{table}_frame")
+        self.save(pl.concat([rows, digests], how="diagonal_relaxed"))
+
+    def run_over(self, con: duckdb.DuckDBPyConnection, papers: pl.Series) -> pl.DataFrame:
+        """The SQL's rows for `papers` only: the same SQL, with `papers` narrowed to them by
+        a schema searched first."""
+        con.execute("create or replace schema todo")
+        try:
+            con.register("todo_frame", pl.DataFrame({"paper_id": papers}))
+            con.execute(
+                "create table todo.papers as from papers semi join todo_frame using (paper_id)"
+            )
+            con.unregister("todo_frame")
+            con.execute("set search_path = 'todo,main'")
+            try:
+                return con.execute(self.sql).pl()
+            finally:
+                con.execute("reset search_path")
+        finally:
+            con.execute("drop schema todo cascade")
+
+    def load(self) -> pl.DataFrame:
+        """The rows the last build left (the SQL's columns and digest), if any."""
+        if self.path.exists():
+            return pl.read_parquet(self.path)
+        return pl.DataFrame(schema={"paper_id": pl.String, "digest": pl.String})
+
+    def save(self, rows: pl.DataFrame) -> None:
+        """Replace the cache by `rows`; files of other SQL texts or inputs go."""
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = self.path.with_suffix(f".tmp-{os.getpid()}")
+        rows.write_parquet(tmp)
+        os.replace(tmp, self.path)
+        for stale in self.path.parent.glob(f"{self.stem}-*.parquet"):
+            if stale != self.path:
+                stale.unlink(missing_ok=True)
+
+
 def build_aggregates(
     con: duckdb.DuckDBPyConnection,
     papers: pl.DataFrame,
@@ -702,6 +791,7 @@ def build_aggregates(
     refit_topics: bool = False,
     say: Callable[[str], object] | None = None,
     previous_coordinates: dict[str, tuple[float, float]] | None = None,
+    cache: Path | None = None,
 ) -> dict[str, int]:
     """Build the derived tables in `con` (which already holds papers, sources, paper_sources).
 
@@ -717,6 +807,9 @@ def build_aggregates(
         refit_topics: fit topics afresh instead of carrying the previous ones over.
         say: where to tell what was done with the topics and the map (the run's log).
         previous_coordinates: paper id -> map place in the previous version (kept).
+        cache: a folder where the rows derived from each paper alone (mentions, the words
+            of topic terms) are kept between runs (`PaperRows`), so that only new papers
+            are read; without it, every paper is read each time.
 
     Returns:
         row count per table built.
@@ -753,13 +846,18 @@ def build_aggregates(
     con.execute(f"set variable duplicate_group_max = {int(duplicate_group_max)}")
     con.execute(f"set variable topic_terms = {TOPIC_TERMS}")
     stage_vocabulary(con)
+    PaperRows(con, cache, "aggregate/paper_tokens", ("stopwords",)).build(con, "paper_tokens", ())
     counts = {"paper_topics": assignments.height, "paper_coordinates": coordinates.height}
     for table in SQL_TABLES:
-        con.execute(f"create or replace table {table} as {read_sql(table)}")
+        if table in PER_PAPER_TABLES:
+            rows = PaperRows(con, cache, table, PER_PAPER_TABLES[table])
+            rows.build(con, table, tables.table(table).keys)
+        else:
+            con.execute(f"create or replace table {table} as {read_sql(table)}")
         counts[table] = con.execute(f"select count(*) from {table}").fetchone()[0]
     for scratch in (
         "neighbor_candidates", "similar_pairs", "pair_groups", "topic_centroids", "stopwords",
-        "mention_vocabulary",
+        "mention_vocabulary", "paper_tokens",
     ):  # fmt: skip
         con.execute(f"drop table {scratch}")
     return counts

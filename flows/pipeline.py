@@ -213,6 +213,7 @@ def aggregate_papers(
             refit_topics=settings.refit_topics,
             say=record.run_logger().info,
             previous_coordinates=last.coordinates,
+            cache=settings.cache_path / "paper_rows",
         )
         return {name: con.table(name).pl() for name in aggregate_tables()}
     finally:

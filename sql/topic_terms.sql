@@ -1,33 +1,15 @@
 -- topic_terms: the most distinctive terms of every topic, by class-based TF-IDF.
 -- grain: one row per (topic_id, term) among each topic's top terms.
--- upstream: papers, paper_topics, stopwords.
+-- upstream: paper_tokens (sql/aggregate/paper_tokens.sql: the kept words of each abstract),
+-- paper_topics.
 -- Terms are words and two-word phrases ("speculative decoding", "breast cancer") whose
 -- words are both kept. Weight of term t in topic c: (share of c's papers that use t) *
 -- ln(N / papers using t), so a term counts once per paper and words common to the whole
 -- corpus fall away.
-with words as (
-    select
-        paper_topics.topic_id,
-        papers.paper_id,
-        regexp_extract_all(lower(papers.abstract), '[a-z][a-z0-9]*(?:-[a-z0-9]+)*') as words
-    from papers
+with kept as (
+    select paper_topics.topic_id, paper_tokens.paper_id, paper_tokens.word, paper_tokens.position
+    from paper_tokens
     join paper_topics using (paper_id)
-),
-
-tokens as (
-    select
-        topic_id,
-        paper_id,
-        unnest(words) as word,
-        unnest(range(1, len(words) + 1)) as position
-    from words
-),
-
-kept as (
-    select *
-    from tokens
-    where length(word) >= 3
-      and word not in (select word from stopwords)
 ),
 
 vocabulary as (

@@ -392,3 +392,98 @@ def test_top_k_is_each_rows_highest_scores_highest_first():
     assert np.array_equal(np.take_along_axis(block, cols, axis=1), expected)
     every, _ = aggregate.top_k(block, 40)  # k as wide as the block
     assert sorted(every[0].tolist()) == list(range(40))
+
+
+SENTENCES = (
+    "On ImageNet we reach an FID of 1.02 with a small diffusion model.",
+    "We report pass@1 on HumanEval and accuracy = 91.5% on GSM8K.",
+    "Speculative decoding drafts tokens that a larger model verifies.",
+    "Protein folding predicts structures from sequences of residues.",
+    "Graph networks forecast the weather over the globe.",
+    "Results on CIFAR-100 and MMLU show consistent gains.",
+    "Our models learn representations that transfer across tasks.",
+    "The benchmark exposes failures of retrieval augmented generation.",
+)
+
+
+def corpus_papers(n: int, seed: int = 0) -> pl.DataFrame:
+    """n papers of 2-4 of SENTENCES each, every third with a code link."""
+    rng = np.random.default_rng(seed)
+    abstracts = [
+        " ".join(SENTENCES[j] for j in rng.choice(len(SENTENCES), rng.integers(2, 5), False))
+        for _ in range(n)
+    ]
+    return pl.DataFrame(
+        {
+            "paper_id": [f"p{i:02d}" for i in range(n)],
+            "title": [f"Paper {i}" for i in range(n)],
+            "source_path": ["f.txt"] * n,
+            "record_no": list(range(1, n + 1)),
+            "line": list(range(1, n + 1)),
+            "venue": ["ICLR"] * n,
+            "year": [2026] * n,
+            "abstract": abstracts,
+            "word_count": [len(a.split()) for a in abstracts],
+            "links": [
+                [{"url": f"https://github.com/x/p{i}", "kind": "code"}] if i % 3 == 0 else []
+                for i in range(n)
+            ],
+        }
+    )
+
+
+def aggregated(papers: pl.DataFrame, cache=None) -> dict[str, list[tuple]]:
+    """mentions and topic_terms of `papers` (fixed random vectors), sorted."""
+    rng = np.random.default_rng(1)
+    vectors = unit(rng.normal(size=(40, 8)))
+    rows = [int(p[1:]) for p in papers["paper_id"]]
+    embeddings = pl.DataFrame(
+        {"paper_id": papers["paper_id"], "embedding": vectors[rows].tolist()},
+        schema={"paper_id": pl.String, "embedding": pl.List(pl.Float32)},
+    )
+    con = connect(extensions=())
+    con.execute("create table papers as select * from papers")
+    con.execute(
+        "create table sources as select 'f.txt' as path, 'blocks' as format, 'ICLR' as venue, "
+        "2026 as year, 0 as records_seen, 0 as accepted, 0 as rejected, null as error"
+    )
+    con.execute("create table paper_sources as select paper_id, source_path, record_no from papers")
+    aggregate.build_aggregates(con, papers, embeddings, k=2, threshold=0.99, n_topics=3, seed=7,
+                               cache=cache)  # fmt: skip
+    return {t: sorted(con.table(t).fetchall()) for t in ("mentions", "topic_terms")}
+
+
+def test_mentions_and_topic_words_are_computed_for_new_papers_only(tmp_path, monkeypatch):
+    """With the cache, a run reads only papers it has not seen (or whose text changed), and
+    its tables equal a build from scratch, row for row."""
+    every = corpus_papers(40)
+    before = every.head(30)
+    aggregated(before, tmp_path)
+    # p03 and p07 left, p30-p39 came, p05 came back with a changed abstract (same id).
+    now = every.filter(~pl.col("paper_id").is_in(["p03", "p07"])).with_columns(
+        abstract=pl.when(pl.col("paper_id") == "p05")
+        .then(pl.lit("On imagenet and MMLU we report accuracy = 80.1%."))
+        .otherwise(pl.col("abstract"))
+    )
+    read: list[list[str]] = []
+    run_over = aggregate.PaperRows.run_over
+
+    def spy(self, con, papers):
+        read.append(sorted(papers))
+        return run_over(self, con, papers)
+
+    monkeypatch.setattr(aggregate.PaperRows, "run_over", spy)
+    incremental = aggregated(now, tmp_path)
+    fresh = [["p05", *(f"p{i}" for i in range(30, 40))]] * 2
+    assert read == fresh  # the words of topic terms, then mentions
+    monkeypatch.undo()
+    scratch = aggregated(now)
+    assert incremental == scratch
+    p05 = {(kind, name): value for paper, kind, name, value, _ in scratch["mentions"]
+           if paper == "p05"}  # fmt: skip
+    assert p05 == {("benchmark", "MMLU"): None, ("metric", "accuracy"): "80.1%"}
+    # The cache holds the current papers only, those without mentions too.
+    for path in tmp_path.glob("*.parquet"):
+        cached = pl.read_parquet(path)["paper_id"].unique().sort().to_list()
+        assert cached == now["paper_id"].sort().to_list(), path.name
+    assert len(list(tmp_path.glob("*.parquet"))) == 2
