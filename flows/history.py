@@ -51,7 +51,7 @@ def _check_versions(con: duckdb.DuckDBPyConnection, *versions: int) -> None:
 
 def diff(settings: Settings, version_a: int, version_b: int) -> VersionDiff:
     """Papers added, removed and changed, counts per venue and topic, new near-duplicates."""
-    with open_lake(settings) as con:
+    with open_lake(settings, extensions=()) as con:
         _check_versions(con, version_a, version_b)
         define_paper_title(con)
         con.execute(f"set variable version_a = {int(version_a)}")
@@ -71,7 +71,7 @@ def checksums(settings: Settings, version: int | None = None) -> tuple[int, dict
     Returns:
         the version, table -> checksum, and the version's checksum over all tables.
     """
-    with open_lake(settings) as con:
+    with open_lake(settings, extensions=()) as con:
         version = version if version is not None else published_versions(con)[-1]
         _check_versions(con, version)
         con.execute(f"set variable version = {int(version)}")

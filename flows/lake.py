@@ -283,9 +283,15 @@ def attach_file(con: duckdb.DuckDBPyConnection, statement: str, catalog: Path) -
             time.sleep(0.5)
 
 
-def open_lake(settings: Settings, version: int | None = None) -> duckdb.DuckDBPyConnection:
-    """A connection with the catalog attached, at `version` or the latest."""
-    con = connect()
+def open_lake(
+    settings: Settings, version: int | None = None, extensions: tuple[str, ...] = EXTENSIONS
+) -> duckdb.DuckDBPyConnection:
+    """A connection with the catalog attached, at `version` or the latest.
+
+    `extensions`: what the reader needs beyond ducklake (vss and fts for a user's query and
+    search; the pages and listings paperlake writes itself need none).
+    """
+    con = connect(extensions=extensions)
     try:
         attach(con, settings, read_only=True)
         versions = published_versions(con)

@@ -359,7 +359,7 @@ def build(settings: Settings, version: int | None = None) -> Figures:
     Raises:
         WarehouseError: no warehouse, nothing published, or `version` is not published.
     """
-    with open_lake(settings, version) as con:
+    with open_lake(settings, version, extensions=()) as con:
         published = published_versions(con)
         if not published:
             raise WarehouseError(f"{settings.warehouse} holds no published version yet")

@@ -23,7 +23,7 @@ def versions(
 ) -> None:
     """One line per published version: version, time, summary."""
     try:
-        with open_lake(settings) as con:
+        with open_lake(settings, extensions=()) as con:
             frame = con.execute(read_sql("catalog/versions")).pl()
     except WarehouseError as exc:
         fail(str(exc))

@@ -370,7 +370,7 @@ def build(settings: Settings, version: int | None = None) -> Page:
     Raises:
         WarehouseError: no warehouse, nothing published, or `version` is not published.
     """
-    with open_lake(settings, version) as con:
+    with open_lake(settings, version, extensions=()) as con:
         versions = published_versions(con)
         version = version if version is not None else versions[-1]
         con.execute(f"set variable version = {int(version)}")
@@ -393,7 +393,7 @@ def build_for_run(
     history = pl.DataFrame()
     try:
         if catalog_exists(settings):
-            with open_lake(settings) as lake:
+            with open_lake(settings, extensions=()) as lake:
                 history = history_rows(lake, published_versions(lake)[-1])
     except WarehouseError:
         pass  # nothing published yet (or no catalog to reach): the trend is this run alone
