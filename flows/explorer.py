@@ -115,7 +115,7 @@ class Explorer:
             if len(self.lakes) > OPEN_VERSIONS:
                 oldest = next(v for v in self.lakes if v is not None)
                 self.lakes.pop(oldest).close()
-            con = open_lake(self.settings, version)
+            con = open_lake(self.settings, version, ("fts",))  # keyword search, no vss
             con.execute(read_sql("macros/paper_title"))
             self.lakes[version] = con
         self.lakes[version] = self.lakes.pop(version)  # most recently used last

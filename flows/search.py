@@ -460,7 +460,9 @@ class Corpus:
         if mode not in MODES:
             raise ValueError(f"mode must be one of {', '.join(MODES)}, not {mode!r}")
         pool = max(CANDIDATES, 5 * k)
-        ids = filtered(self.facets, venue, year, topic)
+        # The facets are read only when a filter asks for them.
+        given = venue is not None or year is not None or topic is not None
+        ids = filtered(self.facets, venue, year, topic) if given else None
         if ids == []:
             return pl.DataFrame(schema=HITS_SCHEMA)
         # One pass gives BM25 and which papers hold every word (asked in every mode). It

@@ -102,7 +102,7 @@ def search(
         warm_query_encoder(settings.model)
     threshold = MIN_COSINE if min_cosine is None else min_cosine
     try:
-        with without_pandas(), open_lake(settings, version) as con:
+        with without_pandas(), open_lake(settings, version, ("fts",)) as con:
             hits = run_search(
                 con, text, settings, k=k, mode=mode.value, venue=venue, year=year,
                 fusion=fusion, topic=topic, min_cosine=threshold,
@@ -200,7 +200,7 @@ def similar(
     from flows.search import similar as run_similar
 
     try:
-        with without_pandas(), open_lake(settings, version) as con:
+        with without_pandas(), open_lake(settings, version, ("fts",)) as con:
             hits = run_similar(con, paper_id, k)
     except (WarehouseError, ValueError) as exc:
         fail(str(exc))
