@@ -126,6 +126,8 @@ def onnx_runner(folder: Path) -> tuple[tuple[str, ...], Callable]:
     if threads := os.environ.get("PAPERLAKE_THREADS"):
         options.intra_op_num_threads = max(1, int(threads))
     options.inter_op_num_threads = 1
+    # The export was optimised (fused) when made: basic passes only, 0.11 s not 0.16 s.
+    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_BASIC
     session = ort.InferenceSession(
         str(folder / "model.onnx"), options, providers=["CPUExecutionProvider"]
     )
