@@ -116,9 +116,10 @@ def max_seq_length(path: Path) -> int:
     return min(known) if known else 512
 
 
-def tokenizer_features(path: Path) -> Features:
-    """The model's tokenizer.json run by `tokenizers`, as sentence-transformers runs it:
-    truncation at max_seq_length, padding to the batch's longest text."""
+def load_tokenizer(path: Path):
+    """The model's tokenizer.json run by `tokenizers`, as sentence-transformers drives it:
+    truncated at max_seq_length (tokenizer.json itself may say less), padded to the
+    longest text in a batch (it may say a fixed length)."""
     from tokenizers import Tokenizer
 
     tokenizer = Tokenizer.from_file(str(path / "tokenizer.json"))
@@ -129,6 +130,12 @@ def tokenizer_features(path: Path) -> Features:
         pad_type_id=pad.get("pad_type_id", 0),
         pad_token=pad.get("pad_token", "[PAD]"),
     )
+    return tokenizer
+
+
+def tokenizer_features(path: Path) -> Features:
+    """The model's tensors for a batch of texts, from `load_tokenizer`."""
+    tokenizer = load_tokenizer(path)
 
     def features(texts: list[str]) -> dict[str, np.ndarray]:
         batch = tokenizer.encode_batch(texts)

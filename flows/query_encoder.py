@@ -29,7 +29,7 @@ from pathlib import Path
 
 import numpy as np
 
-from flows.encoders import export_folder, max_seq_length
+from flows.encoders import export_folder, load_tokenizer
 from flows.settings import encoder_cache
 
 log = logging.getLogger("paperlake")
@@ -98,21 +98,6 @@ def weights_digest(path: Path, cache: Path) -> str:
 def size_and_mtime(file: Path) -> tuple[int, int]:
     stat = file.stat()
     return stat.st_size, stat.st_mtime_ns
-
-
-def load_tokenizer(path: Path):
-    """The model's fast tokenizer as sentence-transformers drives it: truncated at
-    max_seq_length (tokenizer.json itself says 128), padded to the longest text in a batch
-    (it says a fixed 128)."""
-    from tokenizers import Tokenizer
-
-    tokenizer = Tokenizer.from_file(str(path / "tokenizer.json"))
-    tokenizer.enable_truncation(max_length=max_seq_length(path))
-    padding = tokenizer.padding or {}
-    tokenizer.enable_padding(
-        pad_id=padding.get("pad_id", 0), pad_token=padding.get("pad_token", "[PAD]")
-    )
-    return tokenizer
 
 
 def read_json(path: Path) -> dict:

@@ -9,7 +9,7 @@ import sys
 
 import numpy as np
 
-from flows import embed, query_encoder
+from flows import embed, encoders, query_encoder
 from flows.lake import open_lake
 from flows.settings import PACKAGED_MODEL, PROJECT_ROOT
 
@@ -90,10 +90,10 @@ def test_weights_digest_is_kept_and_redone_when_the_weights_change(tmp_path):
 
 def test_tokenizer_truncates_at_max_seq_length_and_pads_to_the_longest(tmp_path):
     path = embed.model_path(PACKAGED_MODEL)
-    tokenizer = query_encoder.load_tokenizer(path)
+    tokenizer = encoders.load_tokenizer(path)
     long, short = tokenizer.encode_batch(["word " * 600, "one word"])
     # tokenizer.json says 128 and a fixed padding; sentence-transformers uses 256.
-    assert query_encoder.max_seq_length(path) == 256
+    assert encoders.max_seq_length(path) == 256
     assert len(long.ids) == len(short.ids) == 256
     assert sum(short.attention_mask) == 4  # [CLS] one word [SEP]
     assert json.loads((path / "sentence_bert_config.json").read_text())["max_seq_length"] == 256
