@@ -263,10 +263,7 @@ def run_flow(**parameters: Any) -> record.RunSummary | State:
     """
     configure_environment()
     force = bool(parameters.pop("force", False))
-    given = {k: v for k, v in parameters.items() if v is not None}
-    if "raw" in given:
-        given["raw"] = tuple(Path(p) for p in given["raw"])
-    settings = Settings(**given)
+    settings = settings_of(parameters)
     try:
         return run_pipeline(settings, force=force)
     except (validate.DataQualityError, WarehouseBusy) as exc:
@@ -274,6 +271,20 @@ def run_flow(**parameters: Any) -> record.RunSummary | State:
         # not a crash: the flow run ends Failed saying why, the caller gets the error, and
         # no traceback is logged.
         return Failed(message=str(exc), data=exc)
+
+
+def settings_of(parameters: dict[str, Any]) -> Settings:
+    """The settings a run's flow parameters give (None: the setting's default)."""
+    given = {k: v for k, v in parameters.items() if v is not None and k != "force"}
+    if "raw" in given:
+        given["raw"] = tuple(Path(p) for p in given["raw"])
+    return Settings(**given)
+
+
+def run_handed_over(parameters: dict[str, Any]) -> record.RunSummary:
+    """Run the flow in this process for a `paperlake run` that handed its parameters to the
+    warm runner of `paperlake serve` (flows/warm_runner.py)."""
+    return flow_for(settings_of(parameters))(**parameters)
 
 
 # The flow's parameters are declared by Settings: Prefect reads them from the signature.

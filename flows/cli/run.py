@@ -56,6 +56,8 @@ def run(
     for folder in folders_written(settings):
         if folder.exists() and not folder.is_dir():
             fail(f"{folder} is a file: give a folder (or a path that does not exist yet)")
+    if hand_over_run(settings, force):
+        return
     # Checked before any flow run starts: a run with nothing to do costs only file hashing.
     if not (force or settings.refit_topics):
         try:
@@ -84,14 +86,52 @@ def run(
             summary = flow_for(settings)(**parameters)
         summary.stage_seconds = {"startup": startup, **summary.stage_seconds}
     except DataQualityError as exc:
-        err.print(f"[red]run stopped before publish:[/red] {escape(str(exc))}")
-        err.print(f"The previous version stays current. Details: {settings.dq_path}")
-        raise typer.Exit(1) from None
+        stopped_before_publish(settings, str(exc))
     except (FileNotFoundError, ValueError, WarehouseError, ServerError) as exc:
         fail(str(exc))
     except OSError as exc:  # disk full, permissions: the previous version stays current
         fail(f"{exc.strerror or exc}: {exc.filename or ''}; the previous version stays current")
     print_summary(summary)
+
+
+def stopped_before_publish(settings: Settings, failures: str) -> None:
+    err.print(f"[red]run stopped before publish:[/red] {escape(failures)}")
+    err.print(f"The previous version stays current. Details: {settings.dq_path}")
+    raise typer.Exit(1)
+
+
+def handed_parameters(settings: Settings, force: bool) -> dict[str, Any]:
+    """Every setting of the run as a flow parameter, paths absolute: the serving process
+    has its own working folder and environment."""
+    given = settings.to_dict() | {"force": force}
+    given["raw"] = [str(p.resolve()) for p in settings.raw]
+    given["warehouse"] = str(settings.warehouse.resolve())
+    for key in ("data_path", "model"):
+        if given[key] and "://" not in given[key] and Path(given[key]).exists():
+            given[key] = str(Path(given[key]).resolve())
+    return given
+
+
+def hand_over_run(settings: Settings, force: bool) -> bool:
+    """Run in the warm runner of a `paperlake serve` of this warehouse, if one answers
+    (flows/warm_runner.py): its process has the stages imported and the model loaded."""
+    from types import SimpleNamespace
+
+    from flows import warm_runner
+
+    def say(line: str) -> None:
+        err.print(line, markup=False, highlight=False, soft_wrap=True)
+
+    try:
+        summary = warm_runner.hand_over(settings, handed_parameters(settings, force), say)
+    except warm_runner.HandedOverError as exc:
+        if exc.kind == "data-quality":
+            stopped_before_publish(settings, str(exc))
+        fail(str(exc))
+    if summary is None:
+        return False
+    print_summary(SimpleNamespace(**summary))
+    return True
 
 
 def folders_written(settings: Settings) -> list[Path]:
@@ -203,14 +243,18 @@ def serve(
     *,
     settings: Settings,
 ) -> None:
-    """Run the flow on a schedule, served from this process, with the Prefect UI.
+    """Run the flow on a schedule, served from this process, with the Prefect UI; and run
+    `paperlake run` of this warehouse here, warm.
 
     Without PREFECT_API_URL this starts a Prefect server (UI at http://127.0.0.1:PORT,
     its database in the warehouse folder) and stops it on Ctrl-C or SIGTERM; with
-    PREFECT_API_URL set it serves against that server and starts none.
+    PREFECT_API_URL set it serves against that server and starts none. Without a schedule
+    it serves the deployment for runs started from the UI and from `paperlake run`. While
+    it serves, `paperlake run` on the same warehouse hands its run to this process, which
+    has the stages imported and the model loaded: a small run takes a second or two.
     """
-    if (cron is None) == (interval is None):
-        fail("give one schedule: --cron '0 6 * * *' or --interval SECONDS")
+    if cron is not None and interval is not None:
+        fail("give one schedule: --cron '0 6 * * *' or --interval SECONDS, not both")
     parameters = {
         "raw": [str(p.resolve()) for p in settings.raw],
         "warehouse": str(settings.warehouse.resolve()),
@@ -230,8 +274,11 @@ def serve(
     from prefect import serve as serve_deployments
     from prefect.settings import PREFECT_API_URL
 
-    from flows.pipeline import flow_for
+    from flows import embed
+    from flows.pipeline import flow_for, run_handed_over
     from flows.prefect_server import ServerError, next_run_times, persistent_api, port_in_use
+    from flows.validate import warm_up as warm_up_validation
+    from flows.warm_runner import WarmRunner
 
     if not PREFECT_API_URL.value() and port_in_use(port):
         fail(f"port {port} is in use; choose another with --port")
@@ -243,16 +290,24 @@ def serve(
             out.print(f"Prefect API: {api_url}", highlight=False)
             if ui_url:
                 out.print(f"Prefect UI: {ui_url}  (runs, logs and artifacts)", highlight=False)
-            when = ", ".join(t.strftime("%H:%M:%S") for t in next_run_times(cron, interval))
-            every = f"cron {cron!r}" if cron else f"every {interval} s"
-            out.print(
-                f"serving paperlake/{name} ({every}); next runs at about {when} UTC; "
-                "Ctrl-C or SIGTERM stops it",
-                highlight=False,
-            )
-            # One run at a time: a run that would start while another holds the
-            # warehouse waits for it instead.
-            serve_deployments(deployment, print_starting_message=False, limit=1)
+            if cron or interval:
+                when = ", ".join(t.strftime("%H:%M:%S") for t in next_run_times(cron, interval))
+                every = f"cron {cron!r}" if cron else f"every {interval} s"
+                schedule = f"{every}; next runs at about {when} UTC"
+            else:
+                schedule = "no schedule: runs from the UI and from paperlake run"
+            # What a handed-over run would otherwise import and load, done once.
+            embed.load_model(settings.model, settings.device, settings.precision)
+            warm_up_validation()
+            with WarmRunner(settings.warehouse, run_handed_over):
+                out.print(
+                    f"serving paperlake/{name} ({schedule}); paperlake run on "
+                    f"{settings.warehouse} runs here; Ctrl-C or SIGTERM stops it",
+                    highlight=False,
+                )
+                # One run at a time: a run that would start while another holds the
+                # warehouse waits for it instead.
+                serve_deployments(deployment, print_starting_message=False, limit=1)
     except ServerError as exc:
         fail(str(exc))
     out.print("stopped: the schedule and the Prefect server it started")
