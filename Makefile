@@ -5,7 +5,7 @@ STAMP := $(VENV)/.installed
 BENCH_N ?= 1000
 BENCH_PAIRS ?= 3
 
-.PHONY: run test lint format bench bench-scaling bench-search bench-memory bench-cluster bench-duplicates bench-incremental bench-incremental-large clean
+.PHONY: run test lint format bench bench-scaling bench-search bench-memory bench-cluster bench-duplicates bench-incremental bench-incremental-large bench-plus-one clean
 
 $(STAMP): pyproject.toml
 	python3 -m venv $(VENV)
@@ -53,6 +53,11 @@ bench-cluster: $(STAMP)
 # Peak memory of the aggregate stage on 5,000 papers that are all copies of one another.
 bench-duplicates: $(STAMP)
 	$(PY) bench/duplicates.py --papers 5000
+
+# One new abstract on the sample warehouse: a fresh `paperlake run`, one handed to a running
+# `paperlake serve`, and `paperlake versions`, side by side.
+bench-plus-one: $(STAMP)
+	$(PY) bench/plus_one.py
 
 # +1% new abstracts on warehouses of 1,000 and 10,000: seconds per stage, side by side.
 bench-incremental: $(STAMP)

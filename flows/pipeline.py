@@ -281,10 +281,24 @@ def settings_of(parameters: dict[str, Any]) -> Settings:
     return Settings(**given)
 
 
+def run_here(settings: Settings, parameters: dict[str, Any]) -> record.RunSummary:
+    """Run the flow in this process, as `paperlake run` does, without flow-run heartbeats.
+
+    Heartbeats tell a server that a run it started elsewhere still lives; here the caller
+    watches the run itself. Prefect joins its heartbeat thread at the end of a run, which
+    waits for the thread's one-second sleep: 0.5 s a run on average (measured on the
+    sample). Runs `serve` starts on its schedule keep theirs.
+    """
+    from prefect.settings import PREFECT_FLOWS_HEARTBEAT_FREQUENCY, temporary_settings
+
+    with temporary_settings(updates={PREFECT_FLOWS_HEARTBEAT_FREQUENCY: None}):
+        return flow_for(settings)(**parameters)
+
+
 def run_handed_over(parameters: dict[str, Any]) -> record.RunSummary:
     """Run the flow in this process for a `paperlake run` that handed its parameters to the
     warm runner of `paperlake serve` (flows/warm_runner.py)."""
-    return flow_for(settings_of(parameters))(**parameters)
+    return run_here(settings_of(parameters), parameters)
 
 
 # The flow's parameters are declared by Settings: Prefect reads them from the signature.

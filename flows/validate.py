@@ -249,6 +249,7 @@ class GxProject:
         self.context.variables.progress_bars = {"globally": False}
         self.source = self.context.data_sources.add_or_update_pandas("paperlake")
         self.definitions: dict[str, tuple] = {}
+        self.unpaged: set[str] = set()  # suites defined here whose Data Docs page is older
 
     @classmethod
     def at(cls, root: Path) -> GxProject:
@@ -283,6 +284,7 @@ class GxProject:
             ).to_domain_obj()
             for e in suite.expectations
         ]
+        self.unpaged.add(suite.name)
         gx_suite = context.suites.add_or_update(
             gx.ExpectationSuite(name=suite.name, expectations=expectations)
         )
@@ -539,8 +541,13 @@ class Validator:
                 ExpectationSuiteIdentifier,
             )
 
+            # A suite's page changes only with the suite: made where it is missing or the
+            # suite was defined anew in this process.
             suites = {key.expectation_suite_identifier.name for key in self.stored}
-            pages = [*self.stored, *(ExpectationSuiteIdentifier(name=s) for s in sorted(suites))]
+            paged = {p.stem for p in (self.site / "expectations").glob("*.html")}
+            redo = {s for s in suites if s in self._project.unpaged or s not in paged}
+            self._project.unpaged -= redo
+            pages = [*self.stored, *(ExpectationSuiteIdentifier(name=s) for s in sorted(redo))]
             self.context.build_data_docs(resource_identifiers=pages)
         else:
             self.context.build_data_docs()

@@ -69,7 +69,7 @@ def run(
             return
 
     from flows import embed
-    from flows.pipeline import flow_for
+    from flows.pipeline import run_here
     from flows.prefect_server import ServerError, run_api
     from flows.validate import DataQualityError
 
@@ -83,7 +83,7 @@ def run(
         # Start-up: the Prefect API and the model, side by side.
         with run_api(settings, while_starting=load_model):
             startup = round(time.perf_counter() - started, 3)
-            summary = flow_for(settings)(**parameters)
+            summary = run_here(settings, parameters)
         summary.stage_seconds = {"startup": startup, **summary.stage_seconds}
     except DataQualityError as exc:
         stopped_before_publish(settings, str(exc))
@@ -130,6 +130,7 @@ def hand_over_run(settings: Settings, force: bool) -> bool:
         fail(str(exc))
     if summary is None:
         return False
+    out.print(f"run handed to paperlake serve on {settings.warehouse}", highlight=False)
     print_summary(SimpleNamespace(**summary))
     return True
 
