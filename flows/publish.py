@@ -17,7 +17,7 @@ from importlib.metadata import version as package_version
 
 import duckdb
 
-from flows.lake import LAKE, attach, catalog_exists, connect
+from flows.lake import LAKE, attach, catalog_exists, connect, read_sql
 from flows.settings import Settings
 from flows.tables import history_tables, keyed_tables
 
@@ -151,25 +151,60 @@ def same_columns(con: duckdb.DuckDBPyConnection, name: str) -> bool:
     return [r[:2] for r in lake] == [r[:2] for r in stage]
 
 
+def row_hash(con: duckdb.DuckDBPyConnection, name: str) -> str:
+    """A 64-bit hash of every column of a row of <name>, as SQL.
+
+    DuckDB's hash() does not tell an empty list from NULL or from [NULL], nor an element
+    moved between neighbouring lists, nor a NULL struct from one of NULL fields: each list
+    adds its length and each struct its text, so that only chance collisions remain.
+    """
+    parts = []
+    for column, dtype, *_ in con.execute(f"describe {STAGE}.{name}").fetchall():
+        quoted = f'"{column}"'
+        parts.append(quoted)
+        if dtype.endswith("[]"):
+            parts.append(f"len({quoted})")
+        if "STRUCT" in dtype:
+            parts.append(f"{quoted}::varchar")
+    return f"hash({', '.join(parts)})"
+
+
 def plan_changes(con: duckdb.DuckDBPyConnection, name: str, keys: tuple[str, ...]) -> str:
     """Stage what turns lake.<name> into the staged table: `replace` or `merge`.
 
     For a merge, memory holds <name>__removed (keys of rows gone or changed) and
     <name>__added (rows new or changed). Planning reads the lake and writes memory only,
     because one DuckDB transaction may write to one database.
+
+    Rows are compared by key and a 64-bit hash of the whole row (sql/catalog/row_changes),
+    so the lake is read once and only keys and hashes are joined: on 100,000 papers with 1%
+    new, 3.4 s against 12.3 s for EXCEPT ALL over whole rows (bench/publish_delta.py). A
+    change goes unseen only if a row's old and new versions, of the same key, hash alike: a
+    chance of 2^-64 per changed row, far below that of a corrupted disk.
     """
     target, staged = f"{LAKE}.main.{name}", f"{STAGE}.{name}"
     if not table_exists(con, name) or not same_columns(con, name):
         return "replace"
     key_list = ", ".join(keys)
+    sql = (
+        read_sql("catalog/row_changes")
+        .replace("{lake}", target)
+        .replace("{staged}", staged)
+        .replace("{row_hash}", row_hash(con, name))
+        .replace("{same_key}", " and ".join(f"l.{k} is not distinct from s.{k}" for k in keys))
+        .replace("{keys}", key_list)
+    )
+    changes = f"{STAGE}.{name}__changes"
+    con.execute(f"create or replace table {changes} as {sql}")
     con.execute(
-        f"create or replace table {STAGE}.{name}__removed as select distinct {key_list} "
-        f"from (select * from {target} except all select * from {staged})"
+        f"create or replace table {STAGE}.{name}__removed as "
+        f"select distinct {key_list} from {changes} where staged_row is null"
     )
     con.execute(
-        f"create or replace table {STAGE}.{name}__added as "
-        f"select * from {staged} except all select * from {target}"
+        f"create or replace table {STAGE}.{name}__added as select * from {staged} "
+        f"where rowid in (select staged_row from {changes})"
     )
+    con.execute(f"drop table {changes}")
     return "merge"
 
 

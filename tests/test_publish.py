@@ -1,0 +1,115 @@
+"""Publish plans each table's change by key and row hash: what it deletes and inserts."""
+
+from __future__ import annotations
+
+import pytest
+
+from flows.lake import LAKE, attach, connect
+from flows.publish import STAGE, apply_changes, plan_changes
+from flows.settings import Settings
+
+
+@pytest.fixture
+def con(tmp_path):
+    """A staging connection with an empty lake attached."""
+    con = connect(extensions=())
+    attach(con, Settings(warehouse=tmp_path / "warehouse"), create=True)
+    yield con
+    con.execute("use memory")
+    con.execute(f"detach {LAKE}")
+    con.close()
+
+
+def published_and_staged(con, name: str, columns: str, lake_rows: str, staged_rows: str):
+    con.execute(f"create table {LAKE}.main.{name} ({columns})")
+    con.execute(f"insert into {LAKE}.main.{name} values {lake_rows}")
+    con.execute(f"create table {STAGE}.{name} ({columns})")
+    con.execute(f"insert into {STAGE}.{name} values {staged_rows}")
+
+
+def plan(con, name: str, keys: tuple[str, ...]) -> tuple[list, list]:
+    """The keys the plan removes and the rows it adds, sorted."""
+    assert plan_changes(con, name, keys) == "merge"
+    removed = con.execute(f"select * from {STAGE}.{name}__removed order by all").fetchall()
+    added = con.execute(f"select * from {STAGE}.{name}__added order by all").fetchall()
+    return removed, added
+
+
+def publish_plan(con, name: str, keys: tuple[str, ...]) -> tuple[int, int]:
+    mode = plan_changes(con, name, keys)
+    con.execute("begin transaction")
+    changed = apply_changes(con, name, keys, mode)
+    con.execute("commit")
+    lake = con.execute(f"select * from {LAKE}.main.{name} order by all").fetchall()
+    assert lake == con.execute(f"select * from {STAGE}.{name} order by all").fetchall()
+    return changed
+
+
+def test_a_changed_float_in_a_vector_deletes_and_inserts_only_that_row(con):
+    published_and_staged(
+        con,
+        "embeddings",
+        "paper_id varchar, model varchar, dim integer, embedding float[]",
+        "('p1', 'm', 2, [0.75, 0.5]), ('p2', 'm', 2, [1.0, 0.0]), ('p3', 'm', 2, [0.0, 1.0])",
+        "('p1', 'm', 2, [0.75, 0.5]), ('p2', 'm', 2, [1.0, 0.5]), ('p4', 'm', 2, [0.5, 0.25])",
+    )
+    assert plan(con, "embeddings", ("paper_id", "model")) == (
+        [("p2", "m"), ("p3", "m")],
+        [("p2", "m", 2, [1.0, 0.5]), ("p4", "m", 2, [0.5, 0.25])],
+    )
+    assert publish_plan(con, "embeddings", ("paper_id", "model")) == (2, 2)
+
+
+def test_a_row_with_null_in_its_key_is_kept_when_unchanged_and_replaced_when_changed(con):
+    published_and_staged(
+        con,
+        "topic_stats",
+        "topic_id integer, label varchar, venue varchar, year integer, papers bigint",
+        "(1, 'a', null, 2020, 5), (2, 'b', null, null, 3), (3, 'c', 'ICLR', null, 1)",
+        "(1, 'a', null, 2020, 5), (2, 'b', null, null, 4), (3, 'c', 'ICLR', null, 1)",
+    )
+    assert plan(con, "topic_stats", ("topic_id", "venue", "year")) == (
+        [(2, None, None)],
+        [(2, "b", None, None, 4)],
+    )
+    assert publish_plan(con, "topic_stats", ("topic_id", "venue", "year")) == (1, 1)
+
+
+def test_lists_and_structs_that_hash_alike_in_duckdb_are_still_changes(con):
+    # DuckDB's hash() alone gives each of these pairs one value.
+    published_and_staged(
+        con,
+        "papers",
+        "paper_id varchar, authors varchar[], keywords varchar[], "
+        "links struct(url varchar, kind varchar)[]",
+        "('empty', null, [], []), ('null_element', [null], [], []), "
+        "('moved', ['a', 'b'], ['c'], []), ('struct', [], [], [null]), ('same', ['a'], [], [])",
+        "('empty', [], [], []), ('null_element', [], [], []), "
+        "('moved', ['a'], ['b', 'c'], []), ('struct', [], [], [{'url': null, 'kind': null}]), "
+        "('same', ['a'], [], [])",
+    )
+    removed, added = plan(con, "papers", ("paper_id",))
+    assert removed == [("empty",), ("moved",), ("null_element",), ("struct",)]
+    assert [row[0] for row in added] == ["empty", "moved", "null_element", "struct"]
+    assert publish_plan(con, "papers", ("paper_id",)) == (4, 4)
+
+
+def test_repeated_rows_count_as_except_all_counts_them(con):
+    published_and_staged(
+        con,
+        "mentions",
+        "paper_id varchar, kind varchar, name varchar",
+        "('p1', 'dataset', 'MNIST'), ('p2', 'dataset', 'CIFAR'), ('p2', 'dataset', 'CIFAR')",
+        "('p1', 'dataset', 'MNIST'), ('p1', 'dataset', 'MNIST'), ('p2', 'dataset', 'CIFAR')",
+    )
+    assert plan(con, "mentions", ("paper_id", "kind", "name")) == (
+        [("p2", "dataset", "CIFAR")],
+        [("p1", "dataset", "MNIST")],
+    )
+
+
+def test_a_new_table_or_a_changed_schema_is_replaced(con):
+    con.execute(f"create table {STAGE}.topics (topic_id integer, label varchar)")
+    assert plan_changes(con, "topics", ("topic_id",)) == "replace"
+    con.execute(f"create table {LAKE}.main.topics (topic_id integer, label varchar, n bigint)")
+    assert plan_changes(con, "topics", ("topic_id",)) == "replace"
