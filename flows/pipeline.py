@@ -223,13 +223,23 @@ def aggregate_papers(
 @task(name="validate_tables", cache_policy=NO_CACHE)
 def validate_tables(
     tables: dict[str, pl.DataFrame], settings: Settings, run_id: str, parameters: dict
-) -> tuple[pl.DataFrame, Path | None]:
-    """Run every suite in expectations/ on its table; build the Data Docs."""
+) -> tuple[pl.DataFrame, list]:
+    """Run every suite in expectations/ on its table: the dq_results rows, and the keys of
+    the suite results stored for the Data Docs."""
     validator = validate.Validator(settings.warehouse / "gx", run_id, settings.cache_path / "dq")
     results = [
         validator.validate(name, tables[name], parameters) for name in validate.suite_names()
     ]
-    return pl.concat(results), validator.build_docs()
+    return pl.concat(results), validator.stored
+
+
+@task(name="write_data_docs", cache_policy=NO_CACHE)
+def write_data_docs(settings: Settings, run_id: str, stored: list) -> str | None:
+    """Build the Data Docs pages of the suite results `stored`; returns the index page."""
+    validator = validate.Validator(settings.warehouse / "gx", run_id)
+    validator.stored = stored
+    index = validator.build_docs()
+    return str(index) if index else None
 
 
 @task(name="publish_snapshot", cache_policy=NO_CACHE)
@@ -358,21 +368,33 @@ def run_pipeline(settings: Settings, force: bool = False) -> record.RunSummary:
         record.aggregated(summary, tables, timer() - t)
 
         t = timer()
-        results, docs = validate_tables(
+        results, stored = validate_tables(
             tables, settings, summary.run_id, check_parameters(settings, embedded, ingested)
         )
-        summary.data_docs = str(docs) if docs else None
         record.write_dq_file(settings, summary.run_id, results)
         record.validated(summary, validate.outcome(results), results, timer() - t)
-        gate(summary, settings, tables, results)
+        # The Data Docs are written while the version is checked and published (their
+        # pages are Python, the publish mostly DuckDB), in a thread of this process; with
+        # a cluster, after it, here where the warehouse is.
+        docs = None
+        if not settings.cluster:
+            docs = write_data_docs.submit(settings, summary.run_id, stored)
+        try:
+            gate(summary, settings, tables, results)
 
-        t = timer()
-        tables["dq_results"] = results
-        manifest = record.manifest(summary, settings, fingerprint, embedded, tables["sources"])
-        tables["runs"] = record.runs_row(summary, manifest)
-        message = record.commit_message(summary)
-        version, changes = publish_snapshot(tables, settings, message, manifest, embedded.info.dim)
-        record.published(summary, version, changes, timer() - t)
+            t = timer()
+            tables["dq_results"] = results
+            manifest = record.manifest(summary, settings, fingerprint, embedded, tables["sources"])
+            tables["runs"] = record.runs_row(summary, manifest)
+            message = record.commit_message(summary)
+            version, changes = publish_snapshot(
+                tables, settings, message, manifest, embedded.info.dim
+            )
+            record.published(summary, version, changes, timer() - t)
+        finally:
+            summary.data_docs = (
+                docs.result() if docs else write_data_docs(settings, summary.run_id, stored)
+            )
     # The version's page, as `paperlake dq --version N` writes it: warehouse/dq-v<N>.html.
     summary.dq_page = str(dq_page.write_page(settings, version))
     record.report_artifacts(summary, results)

@@ -194,6 +194,16 @@ def flush_logs() -> None:
                 return
 
 
+def drain_to_api(timeout: float = 10.0) -> None:
+    """Send what Prefect's background workers still hold (log records, events) while the
+    API answers: at exit they would retry a stopped server for a minute and more."""
+    from prefect.events.worker import EventsWorker
+    from prefect.logging.handlers import APILogWorker
+
+    for worker in (APILogWorker, EventsWorker):
+        worker.drain_all(timeout=timeout, at_exit=False)
+
+
 @contextmanager
 def run_api(settings: Settings, while_starting: Callable[[], object]) -> Iterator[str | None]:
     """A Prefect API for one run; `while_starting` runs while a server starts.
@@ -246,7 +256,10 @@ def persistent_api(settings: Settings, port: int) -> Iterator[tuple[str, str | N
     try:
         server.wait_healthy()
         with temporary_settings(updates={PREFECT_API_URL: server.api_url}):
-            yield server.api_url, server.ui_url
+            try:
+                yield server.api_url, server.ui_url
+            finally:
+                drain_to_api()
     finally:
         server.stop()
 

@@ -279,7 +279,7 @@ def test_bad_arguments_end_with_a_message_not_a_traceback(sample_run, tmp_path):
         (["run", "--duplicate-threshold", "2", "-w", wh], 1, "duplicate_threshold must be"),
         (["run", "--batch-size", "many"], 2, "Invalid value for '--batch-size'"),
         (["run", "--raw", tmp_path / "none", "-w", wh], 1, "does not exist"),
-        (["serve", "-w", wh], 1, "give one schedule"),
+        (["serve", "--cron", "0 6 * * *", "--interval", "9", "-w", wh], 1, "not both"),
         (["validate"], 2, "Missing argument"),
         (["query", "", "-w", wh], 1, "the query is empty"),
         (["search", "x", "-k", "-5", "-w", wh], 2, "-k"),

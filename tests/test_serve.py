@@ -4,6 +4,8 @@ route (work pool, `prefect deploy`, a process worker)."""
 from __future__ import annotations
 
 import os
+import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -75,7 +77,7 @@ def test_serve_starts_a_server_runs_on_schedule_and_stops_cleanly(tmp_path):
         assert any(m.startswith("ingest: 2 files") for m in logged), logged
         output = (tmp_path / "serve.log").read_text()
         assert f"Prefect UI: http://127.0.0.1:{port}" in output
-        assert "serving paperlake/scheduled (every 20 s); next runs at about" in output
+        assert "serving paperlake/scheduled (every 20 s; next runs at about" in output
     finally:
         serve.send_signal(signal.SIGTERM)
         try:
@@ -95,7 +97,7 @@ def test_serve_starts_a_server_runs_on_schedule_and_stops_cleanly(tmp_path):
     )
 
 
-def test_serve_refuses_a_busy_port_and_a_missing_schedule(tmp_path):
+def test_serve_refuses_a_busy_port_and_two_schedules(tmp_path):
     import socket
 
     with socket.socket() as busy:
@@ -111,10 +113,66 @@ def test_serve_refuses_a_busy_port_and_a_missing_schedule(tmp_path):
     assert done.returncode == 1
     assert f"port {port} is in use" in done.stderr
     done = subprocess.run(
-        [BIN / "paperlake", "serve", "--warehouse", tmp_path / "w"],
+        [BIN / "paperlake", "serve", "--cron", "0 6 * * *", "--interval", "60",
+         "--warehouse", tmp_path / "w"],
         env=env, capture_output=True, text=True, timeout=120,
     )  # fmt: skip
     assert done.returncode == 1 and "give one schedule" in done.stderr
+    assert "not both" in done.stderr
+
+
+def test_run_is_handed_to_a_running_serve_of_its_warehouse(tmp_path):
+    raw, warehouse, port = tmp_path / "raw", tmp_path / "warehouse", free_port()
+    shutil.copytree(SAMPLE_RAW, raw)
+    env = {k: v for k, v in os.environ.items() if k != "PREFECT_API_URL"}
+    run = [BIN / "paperlake", "run", "--raw", raw, "--warehouse", warehouse]
+    log = (tmp_path / "serve.log").open("w")
+    serve = subprocess.Popen(
+        [BIN / "paperlake", "serve", "--raw", raw, "--warehouse", warehouse, "--port", str(port)],
+        env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+    )  # fmt: skip
+    runner = warehouse / "prefect" / "runner.json"
+    try:
+        wait_for(runner.exists, 300, "serve wrote no runner address")
+        assert oct(runner.stat().st_mode & 0o777) == "0o600"
+        first = subprocess.run(run, env=env, capture_output=True, text=True, timeout=600)
+        assert first.returncode == 0, first.stderr
+        assert f"run handed to paperlake serve on {warehouse}" in first.stdout
+        assert "embeddings computed: 38  reused: 0" in first.stdout
+        # The run's log lines come back as the serving process writes them.
+        assert "ingest: 2 files (2 parsed, 0 skipped), 38 records seen" in first.stderr
+        (raw / "new.txt").write_text(
+            "ICLR 2026 Papers\n\n" + " ".join(["A new abstract about sparse retrieval"] * 6)
+        )
+        second = subprocess.run(run, env=env, capture_output=True, text=True, timeout=600)
+        assert second.returncode == 0, second.stderr
+        assert "embeddings computed: 1  reused: 38" in second.stdout
+        assert f"version 2 of {warehouse} published" in second.stdout
+        again = subprocess.run(run, env=env, capture_output=True, text=True, timeout=600)
+        assert "up to date at version 2" in again.stdout
+        # Real flow runs of the serve's API, named as the summaries name them.
+        api = f"http://127.0.0.1:{port}/api"
+        names = {r["name"] for r in completed_runs(api)}
+        for done in (first, second):
+            assert re.search(r"flow run ([a-z]+-[a-z]+)", done.stdout).group(1) in names
+        # A run the serving process cannot take (a missing file) fails as it would alone.
+        missing = subprocess.run(
+            [*run, "--model", tmp_path / "no-model"], env=env, capture_output=True, text=True
+        )
+        assert missing.returncode == 1 and "no-model" in missing.stderr
+    finally:
+        serve.send_signal(signal.SIGTERM)
+        serve.wait(timeout=60)
+    assert not runner.exists()
+    with open_lake(Settings(warehouse=warehouse)) as con:
+        assert published_versions(con) == [1, 2]
+    # Without a serve, the run is its own again.
+    (raw / "newer.txt").write_text(
+        "ICLR 2026 Papers\n\n" + " ".join(["Another abstract about dense retrieval"] * 6)
+    )
+    alone = subprocess.run(run, env=env, capture_output=True, text=True, timeout=600)
+    assert alone.returncode == 0 and "run handed to" not in alone.stdout
+    assert "embeddings computed: 1  reused: 39" in alone.stdout
 
 
 def test_prefect_yaml_matches_the_installed_prefect_and_needs_no_environment():

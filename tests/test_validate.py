@@ -254,7 +254,7 @@ def test_a_run_with_nothing_new_never_loads_great_expectations(tmp_path):
     validate.Validator(tmp_path / "gx", "first", memo).validate("papers", papers(), PARAMS)
     again = validate.Validator(tmp_path / "gx", "again", memo)
     results = again.validate("papers", papers(), PARAMS)
-    assert again._context is None and not again.ran_gx
+    assert again._project is None and not again.ran_gx
     assert results["success"].all() and set(results["element_count"].drop_nulls()) == {2}
     # A changed parameter is another suite: its rows are checked again.
     strict = validate.Validator(tmp_path / "gx", "strict", memo)
