@@ -5,7 +5,7 @@ STAMP := $(VENV)/.installed
 BENCH_N ?= 1000
 BENCH_PAIRS ?= 3
 
-.PHONY: run test lint format bench bench-scaling bench-search bench-memory bench-cluster bench-duplicates bench-incremental bench-incremental-large bench-plus-one clean
+.PHONY: run test lint format bench bench-scaling bench-search bench-memory bench-cluster bench-duplicates bench-incremental bench-incremental-large bench-plus-one bench-publish clean
 
 $(STAMP): pyproject.toml
 	python3 -m venv $(VENV)
@@ -58,6 +58,11 @@ bench-duplicates: $(STAMP)
 # `paperlake serve`, and `paperlake versions`, side by side.
 bench-plus-one: $(STAMP)
 	$(PY) bench/plus_one.py
+
+# Planning a publish (rows deleted and inserted per table) on 100,000 papers +1%, by key and
+# row hash against full-row EXCEPT ALL, side by side.
+bench-publish: $(STAMP)
+	$(PY) bench/publish_delta.py
 
 # +1% new abstracts on warehouses of 1,000 and 10,000: seconds per stage, side by side.
 bench-incremental: $(STAMP)
