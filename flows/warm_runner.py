@@ -50,23 +50,28 @@ class LineSender(logging.Handler):
     """Sends each log record of a handed-over run to its client, formatted as the
     serving process's console shows it."""
 
-    def __init__(self, conn: Connection, formatter: logging.Formatter | None):
+    def __init__(self, conn: Connection, formatter: logging.Formatter):
         super().__init__(level=logging.INFO)
         self.conn = conn
-        if formatter:
-            self.setFormatter(formatter)
+        self.setFormatter(formatter)
 
     def emit(self, record: logging.LogRecord) -> None:
         with contextlib.suppress(OSError, ValueError):  # a client gone: the run goes on
             self.conn.send({"log": self.format(record)})
 
 
-def console_formatter() -> logging.Formatter | None:
-    """The formatter of Prefect's console handler, so handed-over lines read the same."""
-    for handler in logging.getLogger("prefect").handlers:
-        if type(handler).__name__ == "PrefectConsoleHandler":
-            return handler.formatter
-    return None
+def console_formatter() -> logging.Formatter:
+    """Prefect's console format, so handed-over lines read as a run's own would."""
+    from prefect.logging.formatters import PrefectFormatter
+
+    return PrefectFormatter(
+        format="%(asctime)s.%(msecs)03d | %(levelname)-7s | %(name)s - %(message)s",
+        flow_run_fmt="%(asctime)s.%(msecs)03d | %(levelname)-7s | Flow run %(flow_run_name)r"
+        " - %(message)s",
+        task_run_fmt="%(asctime)s.%(msecs)03d | %(levelname)-7s | Task run %(task_run_name)r"
+        " - %(message)s",
+        datefmt="%H:%M:%S",
+    )
 
 
 class WarmRunner:
