@@ -7,6 +7,7 @@ import importlib.util
 import math
 import os
 from collections.abc import Callable
+from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
@@ -689,6 +690,16 @@ def stage_vocabulary(con: duckdb.DuckDBPyConnection) -> None:
 PER_PAPER_TABLES = {"mentions": ("mention_vocabulary",)}
 
 
+@dataclass(frozen=True)
+class PaperRowsUpdate:
+    """A per-paper SQL's rows now and as the cache held them before this run."""
+
+    rows: pl.DataFrame  # the SQL's rows of every current paper
+    digests: pl.DataFrame  # paper_id, digest of every current paper
+    before: pl.DataFrame  # the SQL's rows of every paper the cache held (none without one)
+    before_digests: pl.DataFrame  # paper_id, digest of those papers
+
+
 class PaperRows:
     """Rows that one SQL file derives from each paper alone (its abstract and links) and
     from fixed tables (a seed, the stop words), kept in the cache per paper: a run runs
@@ -726,18 +737,30 @@ class PaperRows:
         if self.path is None:
             con.execute(f"create or replace table {table} as {self.sql}")
             return
-        digests = con.execute(self.digests).pl()
-        stored = self.load()
-        read = stored.filter(pl.col("digest").is_not_null()).select("paper_id", "digest")
-        keep = digests.join(read, on=["paper_id", "digest"], how="semi")["paper_id"]
-        new = self.run_over(con, digests.filter(~pl.col("paper_id").is_in(keep))["paper_id"])
-        kept = stored.filter(pl.col("digest").is_null() & pl.col("paper_id").is_in(keep))
-        rows = pl.concat([kept, new], how="diagonal_relaxed").select(new.columns)
+        rows = self.update(con).rows
         con.register(f"{table}_frame", rows)
         sort = f" order by {', '.join(order)}" if order else ""
         con.execute(f"create or replace table {table} as from {table}_frame{sort}")
         con.unregister(f"{table}_frame")
+
+    def update(self, con: duckdb.DuckDBPyConnection) -> PaperRowsUpdate:
+        """The SQL's rows for all papers, read for new papers only, and the cache brought
+        up to date; with the rows it held before."""
+        digests = con.execute(self.digests).pl()
+        if self.path is None:
+            rows = con.execute(self.sql).pl()
+            return PaperRowsUpdate(rows, digests, rows.clear(), digests.clear())
+        stored = self.load()
+        read = stored.filter(pl.col("digest").is_not_null()).select("paper_id", "digest")
+        keep = digests.join(read, on=["paper_id", "digest"], how="semi")["paper_id"]
+        new = self.run_over(con, digests.filter(~pl.col("paper_id").is_in(keep.implode()))
+                            ["paper_id"])  # fmt: skip
+        before = pl.concat([new.clear(), stored.filter(pl.col("digest").is_null())],
+                           how="diagonal_relaxed").select(new.columns)  # fmt: skip
+        kept = before.filter(pl.col("paper_id").is_in(keep.implode()))
+        rows = pl.concat([kept, new], how="diagonal_relaxed")
         self.save(pl.concat([rows, digests], how="diagonal_relaxed"))
+        return PaperRowsUpdate(rows, digests, before, read)
 
     def run_over(self, con: duckdb.DuckDBPyConnection, papers: pl.Series) -> pl.DataFrame:
         """The SQL's rows for `papers` only: the same SQL, with `papers` narrowed to them by
@@ -772,6 +795,140 @@ class PaperRows:
         for stale in self.path.parent.glob(f"{self.stem}-*.parquet"):
             if stale != self.path:
                 stale.unlink(missing_ok=True)
+
+
+class TermCounts:
+    """Papers of each topic using each term (table term_counts, what topic_terms weighs),
+    kept in the cache between runs with the vocabulary and the papers and topics they were
+    counted from. A run reads the tokens of the papers that came, left, changed text or
+    topic, or use a plural whose folding changed (`changed_tokens`), so it costs what
+    changed; without earlier counts every paper counts as come.
+
+    One Parquet file per SQL text and token cache, replaced atomically after each build,
+    with three kinds of rows: a paper counted (paper_id, digest, topic_id), a word of the
+    vocabulary (word, papers) and a count (topic_id, term, docs).
+    """
+
+    SQL = ("aggregate/word_papers", "aggregate/word_terms", "aggregate/term_counts")
+    PAPERS = {"paper_id": pl.String, "digest": pl.String, "topic_id": pl.Int32}
+    WORDS = {"word": pl.String, "papers": pl.Int64}
+    COUNTS = {"topic_id": pl.Int32, "term": pl.String, "docs": pl.Int64}
+
+    def __init__(self, folder: Path | None, tokens: PaperRows):
+        """Args:
+        tokens: the cache of sql/aggregate/paper_tokens.sql the counts are made from.
+        """
+        self.path: Path | None = None
+        if folder is not None and tokens.path is not None:
+            key = hashlib.sha256(f"{duckdb.__version__}\n{tokens.path.name}".encode())
+            for name in self.SQL:
+                key.update(read_sql(name).encode())
+            self.path = folder / f"term-counts-{key.hexdigest()[:16]}.parquet"
+
+    def build(
+        self, con: duckdb.DuckDBPyConnection, tokens: PaperRowsUpdate, topics: pl.DataFrame
+    ) -> None:
+        """Create term_counts in `con` for the papers in `topics` (paper_id, topic_id).
+
+        Args:
+            tokens: the rows of sql/aggregate/paper_tokens.sql now and before this run.
+        """
+        now = tokens.digests.join(topics, on="paper_id").select(list(self.PAPERS))
+        now = now.cast(self.PAPERS)
+        counted, words, counts = self.load(tokens.before_digests)
+        for name, frame in (("word_papers_before", words), ("term_counts_before", counts)):
+            con.register(name, frame)
+        con.register("changed_tokens", changed_tokens(tokens, counted, now))
+        for name in self.SQL[:2]:
+            con.execute(f"create or replace table {name.split('/')[1]} as {read_sql(name)}")
+        refolded = con.table("word_terms").filter("term_before <> term_after").pl()["word"]
+        if len(refolded):
+            con.register("changed_tokens", changed_tokens(tokens, counted, now, refolded))
+        con.execute(f"create or replace table term_counts as {read_sql(self.SQL[2])}")
+        self.save(now, con.table("word_papers").pl(), con.table("term_counts").pl())
+        for name in ("word_papers_before", "term_counts_before", "changed_tokens"):
+            con.unregister(name)
+        con.execute("drop table word_papers")
+        con.execute("drop table word_terms")
+
+    def load(self, cached: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]:
+        """The papers the last run counted, its vocabulary and its counts; none where there
+        are none, or where the token cache no longer holds every counted paper's tokens.
+
+        Args:
+            cached: paper_id, digest of the papers whose tokens the token cache held.
+        """
+        empty = tuple(pl.DataFrame(schema=s) for s in (self.PAPERS, self.WORDS, self.COUNTS))
+        if self.path is None or not self.path.exists():
+            return empty
+        state = pl.read_parquet(self.path)
+        counted = state.filter(pl.col("paper_id").is_not_null()).select(list(self.PAPERS))
+        if counted.join(cached, on=["paper_id", "digest"], how="anti").height:
+            return empty
+        words = state.filter(pl.col("word").is_not_null()).select(list(self.WORDS))
+        counts = state.filter(pl.col("term").is_not_null()).select(list(self.COUNTS))
+        return counted, words, counts
+
+    def save(self, counted: pl.DataFrame, words: pl.DataFrame, counts: pl.DataFrame) -> None:
+        """Replace the file by these papers, vocabulary and counts; files of other SQL
+        texts or token caches go."""
+        if self.path is None:
+            return
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = self.path.with_suffix(f".tmp-{os.getpid()}")
+        pl.concat([counted, words, counts], how="diagonal_relaxed").write_parquet(tmp)
+        os.replace(tmp, self.path)
+        for stale in self.path.parent.glob("term-counts-*.parquet"):
+            if stale != self.path:
+                stale.unlink(missing_ok=True)
+
+
+def changed_tokens(
+    tokens: PaperRowsUpdate,
+    counted: pl.DataFrame,
+    now: pl.DataFrame,
+    refolded: pl.Series | None = None,
+) -> pl.DataFrame:
+    """The tokens of the papers whose share of the term counts changes, each paper's twice
+    where it stays: with change -1 and the topic it was counted under (its tokens before),
+    and with change +1 and its topic now (its tokens now).
+
+    A paper changes when it came, left or changed text (digest), moved to another topic,
+    or uses one of the `refolded` words (whose plural folding changed).
+
+    Args:
+        counted, now: paper_id, digest, topic_id of the papers counted last and of now.
+    """
+    same_text = ["paper_id", "digest"]
+    stayed = counted.join(now, on=same_text, suffix="_now")
+    again = stayed.filter(pl.col("topic_id") != pl.col("topic_id_now"))["paper_id"]
+    if refolded is not None:
+        using = tokens.rows.filter(pl.col("word").is_in(refolded.implode()))["paper_id"]
+        again = pl.concat([again, stayed["paper_id"].filter(stayed["paper_id"].is_in(using))])
+    again = again.unique().implode()
+    back = pl.concat([counted.join(now, on=same_text, how="anti"),
+                      counted.filter(pl.col("paper_id").is_in(again))])  # fmt: skip
+    add = pl.concat([now.join(counted, on=same_text, how="anti"),
+                     now.filter(pl.col("paper_id").is_in(again))])  # fmt: skip
+    return pl.concat([with_topics(tokens.before, back, -1), with_topics(tokens.rows, add, 1)])
+
+
+def with_topics(tokens: pl.DataFrame, papers: pl.DataFrame, change: int) -> pl.DataFrame:
+    """The tokens of `papers` (paper_id, topic_id), with their topic and `change`."""
+    picked = tokens.filter(pl.col("paper_id").is_in(papers["paper_id"].implode()))
+    return picked.join(papers.select("paper_id", "topic_id"), on="paper_id").select(
+        pl.lit(change, pl.Int32).alias("change"), "topic_id", "paper_id", "word", "position"
+    )
+
+
+def count_topic_terms(
+    con: duckdb.DuckDBPyConnection, cache: Path | None, topics: pl.DataFrame
+) -> None:
+    """Create term_counts in `con` (which holds papers and stopwords): papers of each topic
+    in `topics` (paper_id, topic_id) using each term, from the tokens and counts kept in
+    `cache` where there are some (`PaperRows`, `TermCounts`)."""
+    tokens = PaperRows(con, cache, "aggregate/paper_tokens", ("stopwords",))
+    TermCounts(cache, tokens).build(con, tokens.update(con), topics)
 
 
 def build_aggregates(
@@ -809,7 +966,8 @@ def build_aggregates(
         previous_coordinates: paper id -> map place in the previous version (kept).
         cache: a folder where the rows derived from each paper alone (mentions, the words
             of topic terms) are kept between runs (`PaperRows`), so that only new papers
-            are read; without it, every paper is read each time.
+            are read, and the counts of topic terms (`TermCounts`), so that only papers
+            that changed are counted; without it, every paper is read each time.
 
     Returns:
         row count per table built.
@@ -846,7 +1004,7 @@ def build_aggregates(
     con.execute(f"set variable duplicate_group_max = {int(duplicate_group_max)}")
     con.execute(f"set variable topic_terms = {TOPIC_TERMS}")
     stage_vocabulary(con)
-    PaperRows(con, cache, "aggregate/paper_tokens", ("stopwords",)).build(con, "paper_tokens", ())
+    count_topic_terms(con, cache, assignments)
     counts = {"paper_topics": assignments.height, "paper_coordinates": coordinates.height}
     for table in SQL_TABLES:
         if table in PER_PAPER_TABLES:
@@ -857,7 +1015,7 @@ def build_aggregates(
         counts[table] = con.execute(f"select count(*) from {table}").fetchone()[0]
     for scratch in (
         "neighbor_candidates", "similar_pairs", "pair_groups", "topic_centroids", "stopwords",
-        "mention_vocabulary", "paper_tokens",
+        "mention_vocabulary", "term_counts",
     ):  # fmt: skip
         con.execute(f"drop table {scratch}")
     return counts

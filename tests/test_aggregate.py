@@ -484,6 +484,154 @@ def test_mentions_and_topic_words_are_computed_for_new_papers_only(tmp_path, mon
     assert p05 == {("benchmark", "MMLU"): None, ("metric", "accuracy"): "80.1%"}
     # The cache holds the current papers only, those without mentions too.
     for path in tmp_path.glob("*.parquet"):
-        cached = pl.read_parquet(path)["paper_id"].unique().sort().to_list()
+        cached = pl.read_parquet(path)["paper_id"].drop_nulls().unique().sort().to_list()
         assert cached == now["paper_id"].sort().to_list(), path.name
-    assert len(list(tmp_path.glob("*.parquet"))) == 2
+    assert len(list(tmp_path.glob("*.parquet"))) == 3  # tokens, term counts, mentions
+
+
+def topic_terms_of(abstracts: dict[str, str], topics: dict[str, int], cache=None):
+    """topic_terms and term_counts of papers with these abstracts and topics, sorted."""
+    con = connect(extensions=())
+    papers = pl.DataFrame(
+        {"paper_id": list(abstracts), "abstract": list(abstracts.values()),
+         "links": [[] for _ in abstracts]},
+        schema={"paper_id": pl.String, "abstract": pl.String,
+                "links": pl.List(pl.Struct({"url": pl.String, "kind": pl.String}))},
+    )  # fmt: skip
+    assigned = pl.DataFrame(
+        {"paper_id": list(topics), "topic_id": list(topics.values())},
+        schema={"paper_id": pl.String, "topic_id": pl.Int32},
+    )
+    stopwords = aggregate.stopwords()
+    for name, frame in (("papers", papers), ("paper_topics", assigned), ("stopwords", stopwords)):
+        con.register("frame", frame)
+        con.execute(f"create table {name} as from frame")
+        con.unregister("frame")
+    con.execute(f"set variable topic_terms = {aggregate.TOPIC_TERMS}")
+    aggregate.count_topic_terms(con, cache, assigned)
+    terms = con.execute(f"select * from ({read_sql('topic_terms')}) order by all").fetchall()
+    return terms, sorted(con.table("term_counts").fetchall())
+
+
+def reference_topic_terms(abstracts: dict[str, str], topics: dict[str, int]) -> list[tuple]:
+    """topic_terms by its definition, in Python: plurals fold where the singular occurs,
+    a term counts once per paper, weight = docs / topic size * ln(N / df)."""
+    import math
+    import re
+
+    stop = set(aggregate.stopwords()["word"])
+    kept = {
+        paper: [
+            (position, word)
+            for position, word in enumerate(
+                re.findall(r"[a-z][a-z0-9]*(?:-[a-z0-9]+)*", abstracts[paper].lower()), 1
+            )
+            if len(word) >= 3 and word not in stop
+        ]
+        for paper in topics
+    }
+    vocabulary = {word for words in kept.values() for _, word in words}
+
+    def fold(word: str) -> str:
+        plural = word.endswith("s") and not word.endswith("ss") and word[:-1] in vocabulary
+        return word[:-1] if plural else word
+
+    docs: dict[tuple[int, str], int] = {}
+    for paper, words in kept.items():
+        at = {position: fold(word) for position, word in words}
+        terms = set(at.values()) | {
+            f"{term} {at[p + 1]}" for p, term in at.items() if at.get(p + 1, term) != term
+        }
+        for term in terms:
+            docs[topics[paper], term] = docs.get((topics[paper], term), 0) + 1
+    df: dict[str, int] = {}
+    for (_, term), count in docs.items():
+        df[term] = df.get(term, 0) + count
+    sizes = {t: list(topics.values()).count(t) for t in set(topics.values())}
+    ranked: dict[int, list] = {}
+    for (topic, term), count in docs.items():
+        weight = count / sizes[topic] * math.log(len(topics) / df[term])
+        if count >= min(2, sizes[topic]) and weight > 0:
+            ranked.setdefault(topic, []).append((-weight, " " not in term, term, count))
+    rows = []
+    for topic, entries in ranked.items():
+        for rank, (weight, _, term, count) in enumerate(sorted(entries)[: aggregate.TOPIC_TERMS]):
+            rows.append((topic, term, count, df[term], round(-weight, 6), rank + 1))
+    return sorted(rows)
+
+
+def test_topic_terms_follow_papers_that_came_left_moved_or_changed(tmp_path, monkeypatch):
+    """Counts kept in the cache and brought up to date from the papers that changed give
+    the rows of counting every paper again, and of the definition; only those papers'
+    tokens are read."""
+    papers = corpus_papers(40)
+    abstracts = dict(zip(papers["paper_id"], papers["abstract"], strict=True))
+    before = {p: i % 3 for i, p in enumerate(list(abstracts)[:30])}
+    topic_terms_of({p: abstracts[p] for p in before}, before, tmp_path)
+    # p03 and p07 left, p30-p34 came, p11 moved from topic 2 to 0, p05 has a new text.
+    now = {p: t for p, t in before.items() if p not in ("p03", "p07")}
+    now |= {f"p{i}": i % 3 for i in range(30, 35)} | {"p11": 0}
+    texts = {p: abstracts[p] for p in now} | {"p05": SENTENCES[2] + " " + SENTENCES[6]}
+    changed: list[pl.DataFrame] = []
+    changed_tokens = aggregate.changed_tokens
+
+    def spy(*args):
+        changed.append(changed_tokens(*args))
+        return changed[-1]
+
+    monkeypatch.setattr(aggregate, "changed_tokens", spy)
+    incremental = topic_terms_of(texts, now, tmp_path)
+    monkeypatch.undo()
+    read = {
+        change: sorted(changed[-1].filter(pl.col("change") == change)["paper_id"].unique())
+        for change in (-1, 1)
+    }
+    assert read == {
+        -1: ["p03", "p05", "p07", "p11"],
+        1: ["p05", "p11", "p30", "p31", "p32", "p33", "p34"],
+    }
+    assert incremental == topic_terms_of(texts, now)
+    terms = incremental[0]
+    assert [row[:4] + row[5:] for row in terms] == [
+        row[:4] + row[5:] for row in reference_topic_terms(texts, now)
+    ]
+    assert [row[4] for row in terms] == pytest.approx(
+        [row[4] for row in reference_topic_terms(texts, now)], abs=1e-6
+    )
+    # A second update starts from the counts the first left.
+    later = {p: t for p, t in now.items() if p != "p30"} | {"p35": 1, "p12": 2}
+    texts = {p: abstracts[p] for p in later} | {"p05": texts["p05"]}
+    assert topic_terms_of(texts, later, tmp_path) == topic_terms_of(texts, later)
+    # Without the tokens the counts were made from, everything is counted again.
+    for path in tmp_path.glob("aggregate-paper_tokens-*.parquet"):
+        path.unlink()
+    later = {p: t for p, t in later.items() if p != "p12"}
+    texts = {p: texts[p] for p in later}
+    assert topic_terms_of(texts, later, tmp_path) == topic_terms_of(texts, later)
+
+
+def test_a_new_papers_singular_folds_the_plurals_of_old_papers(tmp_path):
+    """Old papers say "models" only; a paper that brings "model" folds their "models" and
+    "language models" into "model" and "language model", and taking it away unfolds them."""
+    old = {
+        "a": "Large language models follow instructions.",
+        "b": "Language models answer questions about tables.",
+        "c": "Vision transformers classify images.",
+        "d": "Vision transformers segment images.",
+    }
+    topics = {"a": 0, "b": 0, "c": 1, "d": 1}
+    first = topic_terms_of(old, topics, tmp_path)[1]
+    assert (0, "models", 2) in first and (0, "language models", 2) in first
+    new = old | {"e": "A language model writes code."}
+    grown = topics | {"e": 0}
+    terms, counts = topic_terms_of(new, grown, tmp_path)
+    assert (terms, counts) == topic_terms_of(new, grown)
+    assert (0, "model", 3) in counts and (0, "language model", 3) in counts
+    assert not [row for row in counts if row[1] in ("models", "language models")]
+    assert [row[1:4] for row in terms if row[0] == 0 and "model" in row[1]] == [
+        ("language model", 3, 3),
+        ("model", 3, 3),
+    ]
+    # The singular goes again: "models" is a term of its own once more.
+    assert topic_terms_of(old, topics, tmp_path) == topic_terms_of(old, topics)
+    assert topic_terms_of(old, topics, tmp_path)[1] == first

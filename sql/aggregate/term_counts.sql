@@ -1,0 +1,52 @@
+-- term_counts: in how many papers of each topic every term occurs. Not published.
+-- grain: one row per (topic_id, term) used by at least one paper of the topic.
+-- upstream: term_counts_before (the last run's counts, kept in the cache), changed_tokens
+-- (the kept words of papers whose share of the counts changes, flows/aggregate.py
+-- TermCounts), word_terms.
+-- Terms are words and two-word phrases whose words are both kept, counted once per paper.
+-- Each changed paper takes back the terms it gave with the last run's topic and folding
+-- (change -1) and gives its terms now (+1), so a run reads the papers that changed only.
+with unigrams as (
+    select
+        changed.change,
+        changed.topic_id,
+        changed.paper_id,
+        changed.position,
+        case when changed.change < 0 then word_terms.term_before else word_terms.term_after end
+            as term
+    from changed_tokens as changed
+    join word_terms using (word)
+),
+
+-- Adjacent kept words of one abstract; the phrase folds each word's plural.
+bigrams as (
+    select first.change, first.topic_id, first.paper_id, first.term || ' ' || second.term as term
+    from unigrams as first
+    join unigrams as second
+        on second.change = first.change
+        and second.paper_id = first.paper_id
+        and second.position = first.position + 1
+    where first.term <> second.term
+),
+
+paper_terms as (
+    select distinct change, topic_id, paper_id, term from unigrams
+    union
+    select distinct change, topic_id, paper_id, term from bigrams
+),
+
+changes as (
+    select topic_id, term, sum(change) as docs from paper_terms group by all
+),
+
+final as (
+    select
+        topic_id,
+        term,
+        (coalesce(before.docs, 0) + coalesce(changes.docs, 0))::bigint as docs
+    from term_counts_before as before
+    full join changes using (topic_id, term)
+    where coalesce(before.docs, 0) + coalesce(changes.docs, 0) > 0
+)
+
+select * from final

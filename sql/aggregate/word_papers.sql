@@ -1,0 +1,28 @@
+-- word_papers: in how many papers each kept word occurs; the vocabulary plurals fold
+-- against (sql/aggregate/word_terms.sql). Not published.
+-- grain: one row per word that occurs in at least one paper with a topic.
+-- upstream: word_papers_before (the last run's counts, kept in the cache), changed_tokens
+-- (the kept words of papers whose share of the counts changes, flows/aggregate.py
+-- TermCounts).
+-- A paper that left or whose text changed takes its words back (change -1), a paper that
+-- came or was rewritten adds them (+1); a paper read again only because its topic or a
+-- plural's folding changed does both, which cancels.
+with paper_words as (
+    select distinct change, paper_id, word
+    from changed_tokens
+),
+
+changes as (
+    select word, papers from word_papers_before
+    union all
+    select word, change as papers from paper_words
+),
+
+final as (
+    select word, sum(papers)::bigint as papers
+    from changes
+    group by word
+    having sum(papers) > 0
+)
+
+select * from final
