@@ -16,6 +16,7 @@ import inspect
 import logging
 import os
 import re
+import shutil
 import socket
 import subprocess
 import sys
@@ -25,7 +26,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from flows.settings import Settings
+from flows.settings import Settings, paperlake_cache
 
 # Services a single flow run does not need; the short-lived server of `paperlake run`
 # starts without them so that they do not compete with the embedding.
@@ -111,10 +112,50 @@ def free_port() -> int:
 
 
 def database_url(settings: Settings) -> str:
-    """The Prefect database kept with the warehouse."""
+    """The Prefect database kept with the warehouse; a new one starts as a copy of an
+    empty database with Prefect's tables made (`migrated_template`)."""
     folder = settings.warehouse.resolve() / "prefect"
     folder.mkdir(parents=True, exist_ok=True)
-    return f"sqlite+aiosqlite:///{folder / 'prefect.db'}"
+    path = folder / "prefect.db"
+    if not path.exists():
+        template = migrated_template()
+        if template is not None:
+            tmp = path.with_suffix(f".{os.getpid()}.tmp")
+            shutil.copyfile(template, tmp)
+            os.replace(tmp, path)
+    return f"sqlite+aiosqlite:///{path}"
+
+
+def migrated_template() -> Path | None:
+    """An empty Prefect database with every migration applied, made once per Prefect
+    version in the user's cache folder.
+
+    A server's first start on a new database spends about 7 of its 10 s migrating it (on 2
+    cores); started on a copy it answers in about 3 s, so a run into a new warehouse starts
+    that much sooner. None where it cannot be made: the server then migrates as before.
+    """
+    import prefect
+
+    template = paperlake_cache() / "prefect" / prefect.__version__ / "prefect.db"
+    if template.exists():
+        return template
+    template.parent.mkdir(parents=True, exist_ok=True)
+    tmp = template.with_suffix(f".{os.getpid()}.tmp")
+    env = {
+        **os.environ,
+        "PREFECT_SERVER_DATABASE_CONNECTION_URL": f"sqlite+aiosqlite:///{tmp}",
+        "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
+    }
+    done = subprocess.run(
+        [sys.executable, "-m", "prefect", "server", "database", "upgrade", "-y"],
+        env=env, capture_output=True, text=True, timeout=START_TIMEOUT,
+    )  # fmt: skip
+    if done.returncode != 0 or not tmp.exists():
+        logging.getLogger("paperlake").debug("no Prefect database template: %s", done.stderr)
+        tmp.unlink(missing_ok=True)
+        return None
+    os.replace(tmp, template)
+    return template
 
 
 LOOPBACK = "127.0.0.1"

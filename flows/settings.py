@@ -44,13 +44,18 @@ def default_warehouse() -> Path:
     return Path(os.environ.get("PAPERLAKE_WAREHOUSE", "warehouse"))
 
 
+def paperlake_cache() -> Path:
+    """paperlake's folder in the user's cache folder ($XDG_CACHE_HOME, else ~/.cache)."""
+    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
+    return Path(base) / "paperlake"
+
+
 def encoder_cache() -> Path:
     """Where exported encoders are kept, one per model's weights and library versions:
     $PAPERLAKE_ENCODER_CACHE, else paperlake/encoders in the user's cache folder."""
     if given := os.environ.get("PAPERLAKE_ENCODER_CACHE"):
         return Path(given)
-    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
-    return Path(base) / "paperlake" / "encoders"
+    return paperlake_cache() / "encoders"
 
 
 def from_env(name: str):

@@ -242,3 +242,32 @@ def test_the_deployment_route_runs_a_flow_through_a_process_worker(prefect_serve
     with open_lake(Settings(warehouse=warehouse)) as con:
         assert published_versions(con) == [1]
         assert con.execute("select count(*) from papers").fetchone() == (38,)
+
+
+def test_a_new_warehouse_starts_from_a_migrated_prefect_database(tmp_path, monkeypatch):
+    import sqlite3
+
+    import prefect
+
+    from flows.prefect_server import database_url
+
+    def migration(path: Path) -> list[tuple]:
+        with sqlite3.connect(path) as db:
+            return db.execute("select version_num from alembic_version").fetchall()
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    url = database_url(Settings(warehouse=tmp_path / "one"))
+    template = tmp_path / "cache" / "paperlake" / "prefect" / prefect.__version__ / "prefect.db"
+    copy = tmp_path / "one" / "prefect" / "prefect.db"
+    assert url == f"sqlite+aiosqlite:///{copy}"
+    assert len(migration(template)) == 1 and migration(copy) == migration(template)
+    made = template.stat().st_mtime_ns
+    # The next warehouse copies the same template; a warehouse's own database is kept.
+    database_url(Settings(warehouse=tmp_path / "two"))
+    assert template.stat().st_mtime_ns == made
+    assert migration(tmp_path / "two" / "prefect" / "prefect.db") == migration(template)
+    with sqlite3.connect(copy) as db:
+        db.execute("create table mine (x int)")
+    database_url(Settings(warehouse=tmp_path / "one"))
+    with sqlite3.connect(copy) as db:
+        assert db.execute("select count(*) from mine").fetchone() == (0,)
