@@ -79,6 +79,9 @@ def run(
 
         def load_model() -> None:
             embed.load_model(settings.model, settings.device, settings.precision)
+            from flows.validate import warm_up
+
+            warm_up()
 
         # Start-up: the Prefect API and the model, side by side.
         with run_api(settings, while_starting=load_model):
