@@ -189,24 +189,31 @@ def update_candidates(
     again = pl.Series([p for p in ids if p in old], dtype=pl.String)
     again = again.filter(~again.is_in(intact["paper_id"].unique()))
     search = np.sort(np.concatenate([new_rows, rows_of(position, again)]))
-    parts = [exact_rows(vectors, search, width)]
-    old_rows = rows_of(position, intact["paper_id"].unique().sort())
-    if len(new_rows) and len(old_rows):
-        parts.append(entering(vectors, old_rows, new_rows, take))
+    searched = exact_rows(vectors, search, width)
     listed = intact.join(position, left_on="paper_id", right_on="id").join(
         position, left_on="neighbor_id", right_on="id", suffix="_n"
     )
-    parts.append(
-        (listed["row"].to_numpy(), listed["row_n"].to_numpy(),
-         listed["score"].to_numpy().astype(np.float32))
-    )  # fmt: skip
-    rows, cols, scores = concat_triples(parts)
-    merged = pl.DataFrame({"row": rows, "col": cols, "score": scores}).sort(
-        ["row", "score", "col"], descending=[False, True, False]
+    listed = pl.DataFrame(
+        {"row": listed["row"], "col": listed["row_n"], "score": listed["score"].cast(pl.Float32)}
     )
-    merged = merged.filter(pl.int_range(pl.len()).over("row") < take)
-    return id_frame(ids, merged["row"].to_numpy(), merged["col"].to_numpy(),
-                    merged["score"].to_numpy())  # fmt: skip
+    # Only lists a new paper enters change: their lowest score is what a newcomer must reach.
+    floors = listed.group_by("row").agg(pl.col("score").min()).sort("row")
+    rows, cols, scores = entering(
+        vectors, floors["row"].to_numpy(), floors["score"].to_numpy(), new_rows
+    )
+    came = pl.DataFrame({"row": rows, "col": cols, "score": scores})
+    changed = listed.filter(pl.col("row").is_in(came["row"].unique().implode()))
+    merged = (
+        pl.concat([changed, came])
+        .sort(["row", "score", "col"], descending=[False, True, False])
+        .filter(pl.int_range(pl.len()).over("row") < take)
+    )
+    kept = listed.filter(~pl.col("row").is_in(came["row"].unique().implode()))
+    found = pl.concat(
+        [pl.DataFrame(dict(zip(("row", "col", "score"), searched, strict=True))), merged, kept]
+    )
+    return id_frame(ids, found["row"].to_numpy(), found["col"].to_numpy(),
+                    found["score"].to_numpy())  # fmt: skip
 
 
 def rows_of(position: pl.DataFrame, papers: pl.Series) -> np.ndarray:
@@ -215,17 +222,23 @@ def rows_of(position: pl.DataFrame, papers: pl.Series) -> np.ndarray:
     return found["row"].to_numpy().astype(np.int64)
 
 
-def entering(vectors: np.ndarray, old_rows: np.ndarray, new_rows: np.ndarray, take: int) -> Triples:
-    """For each old paper, its `take` nearest among the new papers (candidates to merge)."""
+def entering(
+    vectors: np.ndarray, old_rows: np.ndarray, floors: np.ndarray, new_rows: np.ndarray
+) -> Triples:
+    """The new papers that may enter old papers' lists: for each old paper at `old_rows`,
+    those scoring at least its list's lowest score (`floors`; at equal score the order by
+    id decides when the lists are merged). Most lists gain none."""
+    if not len(old_rows) or not len(new_rows):
+        return concat_triples([])
     matrix = np.ascontiguousarray(vectors, dtype=np.float32)
     fresh = matrix[new_rows]
-    width = min(take, len(new_rows))
     parts = []
     with blas_threads():
         for start in range(0, len(old_rows), BLOCK_ROWS):
             here = old_rows[start : start + BLOCK_ROWS]
-            cols, scores = top_k(matrix[here] @ fresh.T, width)
-            parts.append((np.repeat(here, width), new_rows[cols.reshape(-1)], scores.reshape(-1)))
+            block = matrix[here] @ fresh.T
+            at, col = np.nonzero(block >= floors[start : start + BLOCK_ROWS, None])
+            parts.append((here[at], new_rows[col], block[at, col]))
     return concat_triples(parts)
 
 
