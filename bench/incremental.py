@@ -83,7 +83,8 @@ def profile(n: int, work: Path, env: dict, model: Path | None, top: int = 25) ->
     paperlake's functions by cumulative time; each SQL table of the aggregate stage)."""
     raw, warehouse = work / f"raw-{n}", work / f"warehouse-{n}"
     step = max(1, n // 100)
-    write_dump(raw / "new2.txt", abstracts(step, offset=n + step))
+    added = len(list(raw.glob("new*.txt")))  # each profile adds a further 1%
+    write_dump(raw / f"new{added + 1}.txt", abstracts(step, offset=n + added * step))
     stats = work / f"plus1-{n}.prof"
     cmd = [sys.executable, str(ROOT / "bench" / "profile_run.py"), str(stats)]
     facts = run_facts(timed(cmd + paperlake_run(raw, warehouse, model)[1:], env=env))
