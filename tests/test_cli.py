@@ -14,7 +14,8 @@ from typer.testing import CliRunner
 
 from flows.cli import app
 from flows.cli.output import Format, print_frame
-from flows.cli.run import flow_parameters
+from flows.cli.run import flow_parameters, handed_parameters
+from flows.pipeline import settings_of
 from flows.settings import Settings, run_parameters
 from tests.conftest import write
 
@@ -255,6 +256,25 @@ def test_run_passes_the_settings_given_to_the_flow():
         "max_reject_share": 0.2,
     }
     assert flow_parameters(Settings(warehouse="w")) == {"warehouse": "w"}
+
+
+def test_a_handed_over_run_carries_every_setting_with_absolute_paths(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "my-model").mkdir()
+    settings = Settings(warehouse="w", raw=("a",), model="my-model", batch_size=8)
+    given = handed_parameters(settings, force=True)
+    assert {k: given[k] for k in ("warehouse", "raw", "model", "batch_size", "force")} == {
+        "warehouse": str(tmp_path / "w"),
+        "raw": [str(tmp_path / "a")],
+        "model": str(tmp_path / "my-model"),
+        "batch_size": 8,
+        "force": True,
+    }
+    # Every setting goes, defaults included: the serving process has its own environment.
+    assert set(given) == {p.name for p in run_parameters()} | {"force"}
+    assert settings_of(given) == settings.with_(
+        warehouse=tmp_path / "w", raw=(tmp_path / "a",), model=str(tmp_path / "my-model")
+    )
 
 
 def test_bad_arguments_end_with_a_message_not_a_traceback(sample_run, tmp_path):
