@@ -167,7 +167,9 @@ def stage(con: duckdb.DuckDBPyConnection, papers: int, version: int) -> None:
         con.execute(f"create or replace table {STAGE}.{name} as {sql.replace('{dim}', str(DIM))}")
 
 
-def plan_by_except_all(con: duckdb.DuckDBPyConnection, name: str, keys: tuple[str, ...]) -> str:
+def plan_by_except_all(
+    con: duckdb.DuckDBPyConnection, name: str, keys: tuple[str, ...], columns=None
+) -> str:
     """The planning publish used before: full-row EXCEPT ALL in both directions."""
     target, staged = f"{LAKE}.main.{name}", f"{STAGE}.{name}"
     if not publish_module.table_exists(con, name) or not publish_module.same_columns(con, name):
