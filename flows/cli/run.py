@@ -68,8 +68,6 @@ def run(
             print_up_to_date(current)
             return
 
-    from flows import embed
-    from flows.pipeline import run_here
     from flows.prefect_server import ServerError, run_api
     from flows.validate import DataQualityError
 
@@ -77,14 +75,16 @@ def run(
     try:
         started = time.perf_counter()
 
-        def load_model() -> None:
+        def load_stages() -> None:
+            from flows import embed, pipeline, validate  # noqa: F401
+
             embed.load_model(settings.model, settings.device, settings.precision)
-            from flows.validate import warm_up
+            validate.warm_up()
 
-            warm_up()
+        # Start-up: the Prefect API, and the stages' imports and the model, side by side.
+        with run_api(settings, while_starting=load_stages):
+            from flows.pipeline import run_here
 
-        # Start-up: the Prefect API and the model, side by side.
-        with run_api(settings, while_starting=load_model):
             startup = round(time.perf_counter() - started, 3)
             summary = run_here(settings, parameters)
         summary.stage_seconds = {"startup": startup, **summary.stage_seconds}
