@@ -62,12 +62,10 @@ def corpus(n: int, seed: int = 0) -> tuple[pl.DataFrame, pl.DataFrame]:
 
 def staged(papers: pl.DataFrame, topics: pl.DataFrame) -> duckdb.DuckDBPyConnection:
     """A connection holding what the aggregate stage holds when it makes topic terms."""
-    con = duckdb.connect()
-    stopwords = aggregate.stopwords()
-    for name, frame in (("papers", papers), ("paper_topics", topics), ("stopwords", stopwords)):
-        con.register("frame", frame)
-        con.execute(f"create table {name} as from frame")
-        con.unregister("frame")
+    from flows.pipeline import staged as stage
+
+    tables = {"papers": papers, "paper_topics": topics, "stopwords": aggregate.stopwords()}
+    con = stage(tables)
     con.execute(f"set variable topic_terms = {aggregate.TOPIC_TERMS}")
     return con
 

@@ -8,6 +8,7 @@ import pytest
 
 from flows import aggregate
 from flows.lake import connect, read_sql
+from flows.pipeline import staged
 from flows.settings import Settings
 
 
@@ -491,7 +492,6 @@ def test_mentions_and_topic_words_are_computed_for_new_papers_only(tmp_path, mon
 
 def topic_terms_of(abstracts: dict[str, str], topics: dict[str, int], cache=None):
     """topic_terms and term_counts of papers with these abstracts and topics, sorted."""
-    con = connect(extensions=())
     papers = pl.DataFrame(
         {"paper_id": list(abstracts), "abstract": list(abstracts.values()),
          "links": [[] for _ in abstracts]},
@@ -502,11 +502,7 @@ def topic_terms_of(abstracts: dict[str, str], topics: dict[str, int], cache=None
         {"paper_id": list(topics), "topic_id": list(topics.values())},
         schema={"paper_id": pl.String, "topic_id": pl.Int32},
     )
-    stopwords = aggregate.stopwords()
-    for name, frame in (("papers", papers), ("paper_topics", assigned), ("stopwords", stopwords)):
-        con.register("frame", frame)
-        con.execute(f"create table {name} as from frame")
-        con.unregister("frame")
+    con = staged({"papers": papers, "paper_topics": assigned, "stopwords": aggregate.stopwords()})
     con.execute(f"set variable topic_terms = {aggregate.TOPIC_TERMS}")
     aggregate.count_topic_terms(con, cache, assigned)
     terms = con.execute(f"select * from ({read_sql('topic_terms')}) order by all").fetchall()
