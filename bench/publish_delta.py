@@ -172,7 +172,11 @@ def plan_by_except_all(
 ) -> str:
     """The planning publish used before: full-row EXCEPT ALL in both directions."""
     target, staged = f"{LAKE}.main.{name}", f"{STAGE}.{name}"
-    if not publish_module.table_exists(con, name) or not publish_module.same_columns(con, name):
+    lake, stage = columns or (
+        publish_module.table_columns(con, LAKE),
+        publish_module.table_columns(con, "memory"),
+    )
+    if name not in lake or lake[name] != stage[name]:
         return "replace"
     key_list = ", ".join(keys)
     con.execute(

@@ -168,13 +168,6 @@ def table_exists(con: duckdb.DuckDBPyConnection, name: str) -> bool:
     )
 
 
-def same_columns(con: duckdb.DuckDBPyConnection, name: str) -> bool:
-    """True if the lake table and the staged table have the same columns and types."""
-    lake = con.execute(f"describe {LAKE}.main.{name}").fetchall()
-    stage = con.execute(f"describe {STAGE}.{name}").fetchall()
-    return [r[:2] for r in lake] == [r[:2] for r in stage]
-
-
 def row_hash(columns: list[tuple[str, str]]) -> str:
     """A 64-bit hash of every column of a row of <name>, as SQL.
 
