@@ -475,6 +475,15 @@ TOPIC_DRIFT_MAX = 0.25
 TOPIC_OUTLIERS_MAX = 5000  # most outliers grouped into new topics; more: re-fit
 
 
+def warm_up() -> None:
+    """Import the scikit-learn parts topics and the map use (about 0.4 s), in a process
+    that has time for it now: while a run's Prefect server starts, or once in `serve`."""
+    from sklearn.cluster import AgglomerativeClustering, KMeans  # noqa: F401
+    from sklearn.decomposition import PCA  # noqa: F401
+    from sklearn.manifold import TSNE  # noqa: F401
+    from sklearn.metrics import silhouette_score  # noqa: F401
+
+
 def cluster_topics(
     ids: list[str],
     vectors: np.ndarray,

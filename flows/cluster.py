@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 import os
 import re
+import sys
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -68,13 +69,17 @@ def task_runner(spec: str):
 
 
 def cluster_workers() -> int:
-    """Workers of the flow run's Dask cluster; 0 when its tasks run in this process."""
-    from prefect.context import FlowRunContext
-    from prefect_dask import DaskTaskRunner
+    """Workers of the flow run's Dask cluster; 0 when its tasks run in this process.
 
+    A flow with a Dask task runner has imported prefect-dask; without it, Dask is not
+    imported here just to find that out (about 0.3 s of every run).
+    """
+    from prefect.context import FlowRunContext
+
+    dask = sys.modules.get("prefect_dask")
     context = FlowRunContext.get()
     runner = context.task_runner if context else None
-    if not isinstance(runner, DaskTaskRunner):
+    if dask is None or not isinstance(runner, dask.DaskTaskRunner):
         return 0
     return len(runner.client.scheduler_info()["workers"])
 

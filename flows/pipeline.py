@@ -254,6 +254,15 @@ def publish_snapshot(
         con.close()
 
 
+def warm_up(settings: Settings) -> None:
+    """Load and import now what a run of `settings` uses on its way: the model (and the fp32
+    model its agreement check uses), Great Expectations and scikit-learn: `paperlake serve`
+    does it once for all the runs it serves."""
+    embed.warm_up(settings.model, settings.device, settings.precision)
+    validate.warm_up()
+    aggregate.warm_up()
+
+
 def flow_parameter_type(kind: Any) -> Any:
     """The JSON-friendly type a setting takes as a flow parameter: paths as text."""
     if kind is Path:

@@ -20,6 +20,10 @@ PLACE_ROWS = 128
 MAP_FIT_MAX = 10_000  # most papers the t-SNE itself lays out; the rest are placed
 PERPLEXITY = 30.0
 PCA_DIMS = 50  # t-SNE's neighbour search runs on this many principal components
+# t-SNE's iterations, 250 of them early exaggeration. Half of scikit-learn's default 1,000
+# keeps 10-neighbour trustworthiness (826 real abstracts of ../corpora: 0.9638 against
+# 0.9643; 1,000 generated ones: 0.9027 against 0.9014) in half the time (0.85 s, 1.61 s).
+TSNE_ITERATIONS = 500
 DIGITS = 5  # coordinates are rounded: same inputs, same published bytes
 SCHEMA = {"paper_id": pl.String, "x": pl.Float64, "y": pl.Float64}
 
@@ -73,6 +77,7 @@ def fit_map(vectors: np.ndarray, seed: int) -> np.ndarray:
             metric="cosine",
             init="pca",
             learning_rate="auto",
+            max_iter=TSNE_ITERATIONS,
             random_state=seed,
         ).fit_transform(reduced.astype(np.float32))
     return scaled(coords)

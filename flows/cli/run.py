@@ -76,6 +76,9 @@ def run(
         started = time.perf_counter()
 
         def load_stages() -> None:
+            # The model and Great Expectations (about 2 s) only: with the stages' imports
+            # they take as long as the server's start on two cores (about 4 s); the rest
+            # of `pipeline.warm_up` would lengthen the start-up by what it saves later.
             from flows import embed, pipeline, validate  # noqa: F401
 
             embed.load_model(settings.model, settings.device, settings.precision)
@@ -278,10 +281,8 @@ def serve(
     from prefect import serve as serve_deployments
     from prefect.settings import PREFECT_API_URL
 
-    from flows import embed
-    from flows.pipeline import flow_for, run_handed_over
+    from flows.pipeline import flow_for, run_handed_over, warm_up
     from flows.prefect_server import ServerError, next_run_times, persistent_api, port_in_use
-    from flows.validate import warm_up as warm_up_validation
     from flows.warm_runner import WarmRunner
 
     if not PREFECT_API_URL.value() and port_in_use(port):
@@ -301,8 +302,7 @@ def serve(
             else:
                 schedule = "no schedule: runs from the UI and from paperlake run"
             # What a handed-over run would otherwise import and load, done once.
-            embed.load_model(settings.model, settings.device, settings.precision)
-            warm_up_validation()
+            warm_up(settings)
             with WarmRunner(settings.warehouse, run_handed_over):
                 out.print(
                     f"serving paperlake/{name} ({schedule}); paperlake run on "
