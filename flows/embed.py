@@ -388,6 +388,9 @@ class EmbedResult:
     reused: int
     info: ModelInfo
     agreement: dict | None = None  # reduced precision against fp32, on a sample
+    # The texts and vectors of that sample, where `embed_papers` left the check to its
+    # caller (`check_sample`).
+    sample: tuple[list[str], np.ndarray] | None = None
 
 
 AGREEMENT_SAMPLE = 8
@@ -434,6 +437,7 @@ def embed_papers(
     cache_dir: Path | None = None,
     on_workers: Callable[[list[pl.DataFrame]], object] | None = None,
     pieces: int = 8,
+    check: bool = True,
 ) -> EmbedResult:
     """The embeddings table (paper_id, model, dim, embedding); only uncached texts are encoded.
 
@@ -441,6 +445,9 @@ def embed_papers(
         on_workers: encodes shards of the texts to do elsewhere (a cluster's workers, each
             through `encode_shard`) into the cache; without it they are encoded here.
         pieces: about how many shards `on_workers` gets.
+        check: compare a sample of reduced-precision vectors with fp32 here (`agreement`);
+            False leaves the sample in `sample`, for `check_sample` later (the flow runs it
+            beside the aggregate stage).
     """
     _, info = load_model(model, device, precision)
     cache = EmbeddingCache(cache_dir, info) if cache_dir else None
@@ -466,21 +473,24 @@ def embed_papers(
         dim=pl.lit(info.dim, dtype=pl.Int32),
         embedding="embedding",
     )
-    agreement = None
+    result = EmbedResult(table, computed=todo.height, reused=papers.height - todo.height, info=info)
     if info.precision != "fp32" and todo.height:
         # Every run that encodes at reduced precision checks a few texts against fp32.
         pick = np.linspace(0, todo.height - 1, min(AGREEMENT_SAMPLE, todo.height)).astype(int)
-        sample = (
+        result.sample = (
+            [todo["text"][int(i)] for i in pick],
             vectors[pick]
             if vectors is not None
-            else np.asarray(fresh.gather(pick).to_list(), dtype=np.float32)
+            else np.asarray(fresh.gather(pick).to_list(), dtype=np.float32),
         )
-        texts = [todo["text"][int(i)] for i in pick]
-        agreement = agreement_with_fp32(texts, sample, model, device, info.precision)
-    return EmbedResult(
-        table,
-        computed=todo.height,
-        reused=papers.height - todo.height,
-        info=info,
-        agreement=agreement,
-    )
+        if check:
+            result.agreement = check_sample(result, model, device)
+    return result
+
+
+def check_sample(result: EmbedResult, model: str, device: str) -> dict | None:
+    """The agreement with fp32 of `result`'s sample (None without one)."""
+    if result.sample is None:
+        return None
+    texts, vectors = result.sample
+    return agreement_with_fp32(texts, vectors, model, device, result.info.precision)

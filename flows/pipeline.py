@@ -6,6 +6,7 @@ can run on any worker; flows/run_record.py keeps the books beside it.
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 import time
 from dataclasses import dataclass
@@ -48,9 +49,11 @@ class Ingested:
         }
 
 
-def staged(tables: dict[str, pl.DataFrame]) -> duckdb.DuckDBPyConnection:
-    """A fresh in-memory DuckDB with `tables` in it (memory.main), for SQL stages."""
-    con = connect(extensions=())
+def staged(
+    tables: dict[str, pl.DataFrame], con: duckdb.DuckDBPyConnection | None = None
+) -> duckdb.DuckDBPyConnection:
+    """A fresh in-memory DuckDB (or `con`) with `tables` in it (memory.main), for SQL."""
+    con = con or connect(extensions=())
     for name, frame in tables.items():
         con.register(f"{name}_frame", frame)
         con.execute(f"create or replace table memory.main.{name} as select * from {name}_frame")
@@ -112,7 +115,15 @@ def embed_papers(papers: pl.DataFrame, settings: Settings) -> embed.EmbedResult:
             encode_shard, settings=settings.with_(device=info.device, precision=info.precision)
         ),
         pieces=2 * cluster_workers(),
+        check=False,  # `check_agreement` runs beside the aggregate stage
     )
+
+
+@task(name="check_agreement", cache_policy=NO_CACHE)
+def check_agreement(embedded: embed.EmbedResult, settings: Settings) -> dict | None:
+    """Cosine of the run's reduced-precision vectors to fp32 ones, on a sample of the texts
+    encoded now (None when none was, or at fp32)."""
+    return embed.check_sample(embedded, settings.model, settings.device)
 
 
 @task(name="encode_shard", cache_policy=NO_CACHE)
@@ -242,16 +253,63 @@ def write_data_docs(settings: Settings, run_id: str, stored: list) -> str | None
     return str(index) if index else None
 
 
+@dataclass
+class Planned:
+    """A publish planned while the suites run: the keyed tables staged on `con`, the
+    catalog attached for writing and each table's plan (publish.prepare)."""
+
+    con: duckdb.DuckDBPyConnection
+    plans: dict[str, str]
+
+    def close(self) -> None:
+        """Drop the plans: detach the catalog and close the connection (idempotent)."""
+        with contextlib.suppress(duckdb.Error):  # detached already (by a commit)
+            publish.detach(self.con)
+        self.con.close()
+
+
+@task(name="plan_publish", cache_policy=NO_CACHE)
+def plan_publish(tables: dict[str, pl.DataFrame], settings: Settings) -> Planned:
+    """Stage the keyed tables and plan their changes against the catalog (which this reads
+    and locks for writing), ready for the commit once the checks pass."""
+    con = staged({name: tables[name] for name in publish.TABLE_KEYS})
+    try:
+        return Planned(con, publish.prepare(con, settings))
+    except BaseException:
+        con.close()
+        raise
+
+
+def release(planned: Any) -> None:
+    """Close a `plan_publish` future's connection, whatever became of the run."""
+    if planned is not None:
+        value = planned.result(raise_on_failure=False)
+        if isinstance(value, Planned):
+            value.close()
+
+
 @task(name="publish_snapshot", cache_policy=NO_CACHE)
 def publish_snapshot(
-    tables: dict[str, pl.DataFrame], settings: Settings, message: str, manifest: dict, dim: int
+    tables: dict[str, pl.DataFrame],
+    settings: Settings,
+    message: str,
+    manifest: dict,
+    dim: int,
+    planned: Planned | None = None,
 ) -> tuple[int, dict]:
-    """Commit the tables to the DuckLake catalog as one snapshot."""
-    con = staged(tables)
-    try:
-        return publish.publish(con, settings, message, manifest, dim)
-    finally:
-        con.close()
+    """Commit the tables to the DuckLake catalog as one snapshot.
+
+    `planned`: the keyed tables staged and planned while the suites ran (`plan_publish`);
+    then only the history tables are staged here. Without it, all is done here.
+    """
+    if planned is None:
+        con = staged(tables)
+        try:
+            return publish.publish(con, settings, message, manifest, dim)
+        finally:
+            con.close()
+    staged({name: tables[name] for name in publish.HISTORY_TABLES}, planned.con)
+    return publish.commit(planned.con, planned.plans, message, manifest, dim)
 
 
 def warm_up(settings: Settings) -> None:
@@ -368,6 +426,9 @@ def run_pipeline(settings: Settings, force: bool = False) -> record.RunSummary:
         t = timer()
         embedded = embed_papers(ingested.papers, settings)
         record.embedded(summary, embedded, timer() - t)
+        # A few texts encoded again at fp32 (about 0.4 s with the model's load), in a
+        # thread beside the aggregate stage; the manifest records the outcome.
+        agreement = check_agreement.submit(embedded, settings) if embedded.sample else None
 
         t = timer()
         tables = ingested.tables | {"embeddings": embedded.table.sort("paper_id")}
@@ -376,34 +437,45 @@ def run_pipeline(settings: Settings, force: bool = False) -> record.RunSummary:
         tables |= aggregate_papers(ingested.tables, embedded.table, settings, model_key, previous)
         record.aggregated(summary, tables, timer() - t)
 
-        t = timer()
-        results, stored = validate_tables(
-            tables, settings, summary.run_id, check_parameters(settings, embedded, ingested)
-        )
-        record.write_dq_file(settings, summary.run_id, results)
-        record.validated(summary, validate.outcome(results), results, timer() - t)
-        # The Data Docs are written while the version is checked and published (their
-        # pages are Python, the publish mostly DuckDB), in a thread of this process; with
-        # a cluster, after it, here where the warehouse is.
-        docs = None
-        if not settings.cluster:
-            docs = write_data_docs.submit(settings, summary.run_id, stored)
+        # Beside the suites (Python, mostly), a thread of this process stages the tables
+        # in DuckDB and plans their publish; the commit waits for the gate. The Data Docs
+        # are written while the version is checked and published, in a thread too. With
+        # a cluster both happen in turn, here where the warehouse is.
+        planned = docs = stored = None
         try:
+            if not settings.cluster:
+                planned = plan_publish.submit(dict(tables), settings)
+            t = timer()
+            results, stored = validate_tables(
+                tables, settings, summary.run_id, check_parameters(settings, embedded, ingested)
+            )
+            record.write_dq_file(settings, summary.run_id, results)
+            record.validated(summary, validate.outcome(results), results, timer() - t)
+            if not settings.cluster:
+                docs = write_data_docs.submit(settings, summary.run_id, stored)
+            if validate.blocking_failures(results).height:
+                release(planned)  # the stopped run's page reads the catalog
             gate(summary, settings, tables, results)
 
             t = timer()
             tables["dq_results"] = results
+            embedded.agreement = agreement.result() if agreement else None
             manifest = record.manifest(summary, settings, fingerprint, embedded, tables["sources"])
             tables["runs"] = record.runs_row(summary, manifest)
             message = record.commit_message(summary)
             version, changes = publish_snapshot(
-                tables, settings, message, manifest, embedded.info.dim
-            )
+                tables, settings, message, manifest, embedded.info.dim,
+                planned.result() if planned else None,
+            )  # fmt: skip
             record.published(summary, version, changes, timer() - t)
         finally:
-            summary.data_docs = (
-                docs.result() if docs else write_data_docs(settings, summary.run_id, stored)
-            )
+            release(planned)
+            if agreement:
+                agreement.wait()  # a stopped run leaves no thread behind
+            if stored is not None:
+                summary.data_docs = (
+                    docs.result() if docs else write_data_docs(settings, summary.run_id, stored)
+                )
     # The version's page, as `paperlake dq --version N` writes it: warehouse/dq-v<N>.html.
     summary.dq_page = str(dq_page.write_page(settings, version))
     record.report_artifacts(summary, results)

@@ -274,20 +274,42 @@ def next_version(con: duckdb.DuckDBPyConnection) -> int:
     return con.execute(f"select max(snapshot_id) + 1 from {LAKE}.snapshots()").fetchone()[0]
 
 
-def publish(
+def detach(con: duckdb.DuckDBPyConnection) -> None:
+    """Detach the catalog; the connection's tables in memory stay."""
+    con.execute("use memory")
+    con.execute(f"detach {LAKE}")
+
+
+def prepare(con: duckdb.DuckDBPyConnection, settings: Settings) -> dict[str, str]:
+    """Attach the catalog for writing and plan the change of every keyed table staged in
+    memory.main (`plan_changes`); the plans, by table. A run does it while its suites
+    run: `commit` applies the plans once the version passed its checks, or `detach` drops
+    them.
+    """
+    attach(con, settings, create=True)
+    try:
+        columns = table_columns(con, LAKE), table_columns(con, "memory")
+        return {name: plan_changes(con, name, keys, columns) for name, keys in TABLE_KEYS.items()}
+    except BaseException:
+        detach(con)
+        raise
+
+
+def commit(
     con: duckdb.DuckDBPyConnection,
-    settings: Settings,
+    plans: dict[str, str],
     message: str,
     manifest: dict,
     embedding_dim: int,
 ) -> tuple[int, dict[str, tuple[int, int]]]:
-    """Commit the staged tables to the catalog as one snapshot.
+    """Apply `plans` (`prepare`) and append the history tables as one snapshot; detach.
 
     Call it under lake.run_lock: DuckLake's deletes from one data file by two concurrent
     transactions can both commit and corrupt a table, so merges must never overlap.
 
     Args:
-        con: the run's staging connection (tables in memory.main).
+        con: the run's staging connection, its tables in memory.main, the catalog attached
+            by `prepare`.
         message: the snapshot's commit message.
         manifest: the run manifest, stored as the commit's extra info.
         embedding_dim: the dimension of the `embedding_vectors` view's fixed-size arrays.
@@ -295,14 +317,11 @@ def publish(
     Returns:
         the new version and, per table, rows deleted and inserted.
     """
-    attach(con, settings, create=True)
     changes: dict[str, tuple[int, int]] = {}
     in_transaction = False
     try:
         version = next_version(con)
         con.execute(f"update {STAGE}.runs set snapshot_id = ?", [version])
-        columns = table_columns(con, LAKE), table_columns(con, "memory")
-        plans = {name: plan_changes(con, name, keys, columns) for name, keys in TABLE_KEYS.items()}
         fault_point("before_publish")
         con.execute("begin transaction")
         in_transaction = True
@@ -334,6 +353,16 @@ def publish(
             con.execute("rollback")
         raise
     finally:
-        con.execute("use memory")
-        con.execute(f"detach {LAKE}")
+        detach(con)
     return version, changes
+
+
+def publish(
+    con: duckdb.DuckDBPyConnection,
+    settings: Settings,
+    message: str,
+    manifest: dict,
+    embedding_dim: int,
+) -> tuple[int, dict[str, tuple[int, int]]]:
+    """Commit the staged tables to the catalog as one snapshot: `prepare`, then `commit`."""
+    return commit(con, prepare(con, settings), message, manifest, embedding_dim)
