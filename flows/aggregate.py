@@ -476,8 +476,8 @@ TOPIC_OUTLIERS_MAX = 5000  # most outliers grouped into new topics; more: re-fit
 
 
 def warm_up() -> None:
-    """Import the scikit-learn parts topics and the map use (about 0.4 s), in a process
-    that has time for it now: while a run's Prefect server starts, or once in `serve`."""
+    """Import the scikit-learn parts topics and the map use (about 0.4 s) now, in a process
+    that serves many runs (`serve`)."""
     from sklearn.cluster import AgglomerativeClustering, KMeans  # noqa: F401
     from sklearn.decomposition import PCA  # noqa: F401
     from sklearn.manifold import TSNE  # noqa: F401
@@ -1016,7 +1016,9 @@ def build_aggregates(
     assignments, centroids, topic_note = cluster_topics(
         ids, vectors, n_topics, seed, previous_topics, refit_topics, previous_papers
     )
-    coordinates, map_note = projection.paper_coordinates(ids, vectors, seed, previous_coordinates)
+    coordinates, map_note = projection.paper_coordinates(
+        ids, vectors, seed, previous_coordinates, found
+    )
     if say:
         say(f"topics: {topic_note}")
         say(f"map: {map_note}")

@@ -29,9 +29,16 @@ def watch_parent(parent: int) -> None:
 
 def main(argv: list[str]) -> None:
     """Watch the parent in a daemon thread, then run uvicorn's command line."""
-    import uvicorn
+    import importlib
+
+    from flows.settings import collector_paused
 
     parent, *uvicorn_args = argv
+    with collector_paused():  # the app's imports: most of the server's start
+        import uvicorn
+
+        factory = uvicorn_args[uvicorn_args.index("--factory") + 1]
+        importlib.import_module(factory.split(":")[0])
     threading.Thread(target=watch_parent, args=(int(parent),), daemon=True).start()
     uvicorn.main(args=uvicorn_args, prog_name="uvicorn")
 

@@ -109,11 +109,51 @@ def place(vectors: np.ndarray, anchors: np.ndarray, anchor_coords: np.ndarray) -
     return out
 
 
+def place_by_lists(
+    new_ids: list[str], lists: pl.DataFrame, placed: pl.DataFrame
+) -> tuple[np.ndarray, np.ndarray]:
+    """`place` for new papers from their candidate lists (paper_id, neighbor_id, score):
+    the PLACE_NEIGHBOURS most similar placed papers on each list, the same weights. Where
+    the lists are exact this is `place`, without a new papers x placed papers product
+    (1.3 s of a run adding 1,000 papers to 100,000).
+
+    Returns:
+        coordinates, one row per new paper, and whether each was placed: a list with fewer
+        placed papers than `place` takes leaves its paper to `place`.
+    """
+    take = min(PLACE_NEIGHBOURS, placed.height)
+    order = pl.DataFrame({"paper_id": new_ids}, schema={"paper_id": pl.String})
+    near = (
+        lists.join(order, on="paper_id", how="semi")
+        .join(placed.rename({"paper_id": "neighbor_id"}), on="neighbor_id", how="inner")
+        .sort(["paper_id", "score", "neighbor_id"], descending=[False, True, False])
+        .group_by("paper_id", maintain_order=True)
+        .head(take)
+        .with_columns(weight=pl.col("score").clip(lower_bound=0.0))
+        # nothing similar: the plain mean, as `place`
+        .with_columns(
+            weight=pl.when(pl.col("weight").sum().over("paper_id") == 0)
+            .then(1.0)
+            .otherwise(pl.col("weight"))
+        )
+        .group_by("paper_id")
+        .agg(
+            found=pl.len(),
+            x=(pl.col("weight") * pl.col("x")).sum() / pl.col("weight").sum(),
+            y=(pl.col("weight") * pl.col("y")).sum() / pl.col("weight").sum(),
+        )
+    )
+    rows = order.join(near, on="paper_id", how="left", maintain_order="left")
+    done = (rows["found"].fill_null(0) >= take).to_numpy()
+    return rows.select("x", "y").fill_null(0.0).to_numpy(), done
+
+
 def paper_coordinates(
     ids: list[str],
     vectors: np.ndarray,
     seed: int,
     previous: dict[str, tuple[float, float]] | None = None,
+    lists: pl.DataFrame | None = None,
 ) -> tuple[pl.DataFrame, str]:
     """The paper_coordinates table (paper_id, x, y) and what was done, in words.
 
@@ -121,6 +161,9 @@ def paper_coordinates(
         ids: paper ids, one per row of `vectors` (unit norm).
         previous: paper id -> (x, y) in the previous version; its papers keep their places
             unless more than MAP_REFIT_SHARE of `ids` are new.
+        lists: each paper's nearest papers (paper_id, neighbor_id, score), as the
+            neighbour stage found them: new papers are placed from these (`place_by_lists`)
+            where they hold enough placed papers.
     """
     if not ids:
         return pl.DataFrame(schema=SCHEMA), "no papers"
@@ -134,7 +177,19 @@ def paper_coordinates(
         coords = np.zeros((len(ids), 2))
         coords[kept] = [previous[paper_id] for paper_id, k in zip(ids, kept, strict=True) if k]
         if new:
-            coords[~kept] = place(vectors[~kept], vectors[kept], coords[kept])
+            fresh = np.flatnonzero(~kept)
+            done = np.zeros(len(fresh), dtype=bool)
+            if lists is not None:
+                placed = pl.DataFrame(
+                    {"paper_id": [i for i, k in zip(ids, kept, strict=True) if k],
+                     "x": coords[kept, 0], "y": coords[kept, 1]},
+                    schema=SCHEMA,
+                )  # fmt: skip
+                found, done = place_by_lists([ids[i] for i in fresh], lists, placed)
+                coords[fresh[done]] = found[done]
+            if not done.all():
+                rest = fresh[~done]
+                coords[rest] = place(vectors[rest], vectors[kept], coords[kept])
         note = f"kept: {int(kept.sum())} papers in place, {new} new placed by their neighbours"
     frame = pl.DataFrame(
         {"paper_id": ids, "x": coords[:, 0].round(DIGITS), "y": coords[:, 1].round(DIGITS)},

@@ -72,6 +72,29 @@ def test_old_papers_keep_their_places_and_new_ones_join_their_cluster():
         assert distance < np.linalg.norm(others - places[new], axis=1).mean() / 2
 
 
+@pytest.mark.parametrize("width", [20, 6, 3])
+def test_new_papers_placed_from_exact_lists_land_where_the_full_search_puts_them(width):
+    """Lists of 20 hold 5 placed papers for every new one; lists of 6 may not (their papers
+    fall back to the search); lists of 3 never do."""
+    from flows import aggregate
+
+    vectors = clusters(20, n_clusters=4, dim=24, seed=5)
+    ids = [f"p{i:02d}" for i in range(len(vectors))]
+    old = [i for i in range(80) if i % 5]  # 16 new papers, 4 in each cluster
+    before, _ = projection.paper_coordinates([ids[i] for i in old], vectors[old], seed=0)
+    previous = {r["paper_id"]: (r["x"], r["y"]) for r in before.iter_rows(named=True)}
+    lists = aggregate.candidates(ids, vectors, width, 0.99, "exact")
+    searched, _ = projection.paper_coordinates(ids, vectors, seed=0, previous=previous)
+    listed, note = projection.paper_coordinates(ids, vectors, 0, previous, lists)
+    assert note == "kept: 64 papers in place, 16 new placed by their neighbours"
+    assert listed["paper_id"].to_list() == searched["paper_id"].to_list()
+    np.testing.assert_allclose(
+        listed.select("x", "y").to_numpy(), searched.select("x", "y").to_numpy(), atol=2e-5
+    )
+    _, done = projection.place_by_lists([ids[i] for i in range(0, 80, 5)], lists, before)
+    assert int(done.sum()) == {20: 16, 6: 13, 3: 0}[width]  # 3 of 16 fall back at 6
+
+
 def test_many_new_papers_redraw_the_map():
     vectors = clusters(8)
     ids = [f"p{i:02d}" for i in range(len(vectors))]

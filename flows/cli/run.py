@@ -79,10 +79,13 @@ def run(
             # The model and Great Expectations (about 2 s) only: with the stages' imports
             # they take as long as the server's start on two cores (about 4 s); the rest
             # of `pipeline.warm_up` would lengthen the start-up by what it saves later.
-            from flows import embed, pipeline, validate  # noqa: F401
+            from flows.settings import collector_paused
 
-            embed.load_model(settings.model, settings.device, settings.precision)
-            validate.warm_up()
+            with collector_paused():
+                from flows import embed, pipeline, validate  # noqa: F401
+
+                embed.load_model(settings.model, settings.device, settings.precision)
+                validate.warm_up()
 
         # Start-up: the Prefect API, and the stages' imports and the model, side by side.
         with run_api(settings, while_starting=load_stages):
@@ -283,6 +286,7 @@ def serve(
 
     from flows.pipeline import flow_for, run_handed_over, warm_up
     from flows.prefect_server import ServerError, next_run_times, persistent_api, port_in_use
+    from flows.settings import collector_paused
     from flows.warm_runner import WarmRunner
 
     if not PREFECT_API_URL.value() and port_in_use(port):
@@ -302,7 +306,8 @@ def serve(
             else:
                 schedule = "no schedule: runs from the UI and from paperlake run"
             # What a handed-over run would otherwise import and load, done once.
-            warm_up(settings)
+            with collector_paused():
+                warm_up(settings)
             with WarmRunner(settings.warehouse, run_handed_over):
                 out.print(
                     f"serving paperlake/{name} ({schedule}); paperlake run on "
