@@ -442,8 +442,9 @@ def run_pipeline(settings: Settings, force: bool = False) -> record.RunSummary:
         # are written while the version is checked and published, in a thread too. With
         # a cluster both happen in turn, here where the warehouse is.
         planned = docs = stored = None
+        in_process = not cluster_workers()  # no Dask task runner
         try:
-            if not settings.cluster:
+            if in_process:
                 planned = plan_publish.submit(dict(tables), settings)
             t = timer()
             results, stored = validate_tables(
@@ -451,7 +452,7 @@ def run_pipeline(settings: Settings, force: bool = False) -> record.RunSummary:
             )
             record.write_dq_file(settings, summary.run_id, results)
             record.validated(summary, validate.outcome(results), results, timer() - t)
-            if not settings.cluster:
+            if in_process:
                 docs = write_data_docs.submit(settings, summary.run_id, stored)
             if validate.blocking_failures(results).height:
                 release(planned)  # the stopped run's page reads the catalog
@@ -468,6 +469,7 @@ def run_pipeline(settings: Settings, force: bool = False) -> record.RunSummary:
                 planned.result() if planned else None,
             )  # fmt: skip
             record.published(summary, version, changes, timer() - t)
+            publish.remember_published(settings, tables, version, fingerprint)
         finally:
             release(planned)
             if agreement:

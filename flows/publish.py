@@ -14,6 +14,7 @@ import os
 import signal
 from dataclasses import dataclass, field
 from importlib.metadata import version as package_version
+from pathlib import Path
 
 import duckdb
 import numpy as np
@@ -104,10 +105,64 @@ class Previous:
     )
 
 
+# What this process last published, by catalog file: the catalog's stamp (`catalog_stamp`)
+# right after, and the version's state. A process that serves many runs (`paperlake serve`)
+# takes the state from here while the catalog is as its own commit left it.
+_PUBLISHED: dict[Path, tuple[tuple, Previous]] = {}
+
+
+def catalog_stamp(settings: Settings) -> tuple | None:
+    """Identity, size and modification time of a DuckDB-file catalog and its write-ahead
+    log: any commit, by any process, changes them. None for a PostgreSQL catalog."""
+    if settings.catalog:
+        return None
+    files = (settings.catalog_path, Path(f"{settings.catalog_path}.wal"))
+    return tuple(
+        (s.st_ino, s.st_size, s.st_mtime_ns) if (s := stat_or_none(f)) else None for f in files
+    )
+
+
+def stat_or_none(path: Path) -> os.stat_result | None:
+    try:
+        return path.stat()
+    except FileNotFoundError:
+        return None
+
+
+def remember_published(settings: Settings, tables: dict[str, pl.DataFrame], version: int,
+                       fingerprint: str) -> None:  # fmt: skip
+    """Keep what version `version` holds, from the tables just published, for the next run
+    of this process (`previous_version`)."""
+    stamp = catalog_stamp(settings)
+    if stamp is None:
+        return
+    topics = tables["topics"].filter(pl.col("centroid").is_not_null())
+    state = Previous(
+        version=version,
+        fingerprint=fingerprint,
+        centroids={
+            t: np.asarray(c, dtype=np.float32)
+            for t, c in zip(topics["topic_id"].to_list(), topics["centroid"].to_list(), strict=True)
+        },
+        papers=tables["paper_topics"]["paper_id"],
+        coordinates=tables["paper_coordinates"].select("paper_id", "x", "y"),
+    )
+    _PUBLISHED[settings.catalog_path.resolve()] = (stamp, state)
+
+
 def previous_version(settings: Settings) -> Previous:
-    """The latest version's state a run needs, read in one attach of the catalog."""
+    """The latest version's state a run needs: as this process published it, while the
+    catalog is unchanged since; else read in one attach of the catalog."""
     if not catalog_exists(settings):
         return Previous()
+    kept = _PUBLISHED.get(settings.catalog_path.resolve())
+    if kept and kept[0] == catalog_stamp(settings):
+        return kept[1]
+    return read_previous(settings)
+
+
+def read_previous(settings: Settings) -> Previous:
+    """The latest version's state a run needs, read in one attach of the catalog."""
     con = connect(extensions=())
     try:
         attach(con, settings, read_only=True)

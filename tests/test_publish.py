@@ -113,3 +113,33 @@ def test_a_new_table_or_a_changed_schema_is_replaced(con):
     assert plan_changes(con, "topics", ("topic_id",)) == "replace"
     con.execute(f"create table {LAKE}.main.topics (topic_id integer, label varchar, n bigint)")
     assert plan_changes(con, "topics", ("topic_id",)) == "replace"
+
+
+def test_the_next_run_of_a_process_takes_what_it_published_until_the_catalog_changes(
+    sample_run,
+):
+    import os
+
+    import numpy as np
+
+    from flows import publish
+
+    settings = sample_run.settings
+    kept = publish.previous_version(settings)
+    assert publish.previous_version(settings) is kept  # not read again
+    read = publish.read_previous(settings)
+    assert read is not kept
+    assert (kept.version, kept.fingerprint) == (read.version, read.fingerprint)
+    assert kept.version == sample_run.summary.version
+    assert sorted(kept.centroids) == sorted(read.centroids) and len(kept.centroids) == 4
+    for topic, centroid in read.centroids.items():
+        np.testing.assert_array_equal(kept.centroids[topic], centroid)
+    assert sorted(kept.papers.to_list()) == sorted(read.papers.to_list())
+    assert len(kept.papers) == 38
+    assert kept.coordinates.sort("paper_id").equals(read.coordinates.sort("paper_id"))
+
+    # Another process's commit changes the catalog file: its state is read again.
+    stat = settings.catalog_path.stat()
+    os.utime(settings.catalog_path, ns=(stat.st_atime_ns, stat.st_mtime_ns + 1_000))
+    again = publish.previous_version(settings)
+    assert again is not kept and again.version == kept.version
