@@ -470,6 +470,9 @@ def run_pipeline(settings: Settings, force: bool = False) -> record.RunSummary:
             )  # fmt: skip
             record.published(summary, version, changes, timer() - t)
             publish.remember_published(settings, tables, version, fingerprint)
+            # The version's page is gathered from the catalog while the Data Docs are
+            # written, and written once they are (it links them).
+            page = dq_page.build(settings, version)
         finally:
             release(planned)
             if agreement:
@@ -479,7 +482,7 @@ def run_pipeline(settings: Settings, force: bool = False) -> record.RunSummary:
                     docs.result() if docs else write_data_docs(settings, summary.run_id, stored)
                 )
     # The version's page, as `paperlake dq --version N` writes it: warehouse/dq-v<N>.html.
-    summary.dq_page = str(dq_page.write_page(settings, version))
+    summary.dq_page = str(dq_page.write(page, settings, dq_page.default_output(settings, version)))
     record.report_artifacts(summary, results)
     return summary
 
