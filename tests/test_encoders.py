@@ -67,7 +67,11 @@ def test_export_agrees_with_fp32_torch_on_the_sample(fp32, export_cache, precisi
     backend = encoders.EXPORTED[precision]
     folder = encoders.export_folder(export_cache, backend, fp32[1].weights_sha256)
     files = sorted(p.name for p in folder.iterdir() if not p.name.startswith("checked-"))
-    assert files == (["model.bin", "model.xml"] if backend == "openvino" else ["model.onnx"])
+    assert files == (
+        ["compiled", "model.bin", "model.xml"] if backend == "openvino" else ["model.onnx"]
+    )
+    if backend == "openvino":  # the compiled model, loaded from here by the next process
+        assert {p.suffix for p in (folder / "compiled").iterdir()} == {".blob"}
     # The passed check is recorded for this kind of CPU, with what a torch-free load needs.
     record = json.loads(encoders.check_record(folder, precision).read_text())
     assert record["dim"] == 384 and record["min_cosine"] >= encoders.MIN_COSINE

@@ -1,0 +1,322 @@
+"""Commands that read raw files: run (a new version), validate (a check only) and serve
+(runs on a schedule); and the summary a run prints."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import fields
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.markup import escape
+
+from flows.cli.options import FormatOpt, MaxRowsOpt, setting_options
+from flows.cli.output import MAX_ROWS, Format, err, fail, out, print_frame
+from flows.lake import WarehouseError
+from flows.settings import Settings
+from flows.stopping import stops_on_signals
+
+
+def flow_parameters(settings: Settings) -> dict[str, Any]:
+    """The flow's parameters for `settings`: the warehouse, and every setting that differs
+    from its default (the flow takes the defaults from Settings too)."""
+    defaults = Settings()
+    given = {
+        spec.name: getattr(settings, spec.name)
+        for spec in fields(Settings)
+        if getattr(settings, spec.name) != getattr(defaults, spec.name)
+    }
+    given["warehouse"] = str(settings.warehouse)
+    if "raw" in given:
+        given["raw"] = [str(p) for p in settings.raw]
+    return given
+
+
+def print_up_to_date(version: int) -> None:
+    out.print(f"up to date at version {version}: inputs and config unchanged")
+    out.print("embeddings computed: 0")
+
+
+@stops_on_signals
+@setting_options()
+def run(
+    force: Annotated[
+        bool, typer.Option("--force", help="Build a version even if nothing changed.")
+    ] = False,
+    *,
+    settings: Settings,
+) -> None:
+    """Ingest, validate, embed, aggregate and publish a new version."""
+    missing = [str(p) for p in settings.raw if not Path(p).exists()]
+    if missing:
+        fail(f"raw input {', '.join(missing)} does not exist")
+    for folder in folders_written(settings):
+        if folder.exists() and not folder.is_dir():
+            fail(f"{folder} is a file: give a folder (or a path that does not exist yet)")
+    if hand_over_run(settings, force):
+        return
+    from flows.publish import up_to_date  # numpy and polars: not for a handed-over run
+
+    # Checked before any flow run starts: a run with nothing to do costs only file hashing.
+    if not (force or settings.refit_topics):
+        try:
+            current = up_to_date(settings)
+        except (FileNotFoundError, WarehouseError) as exc:
+            fail(str(exc))
+        if current is not None:
+            print_up_to_date(current)
+            return
+
+    from flows.prefect_server import ServerError, run_api
+    from flows.validate import DataQualityError
+
+    parameters = flow_parameters(settings) | ({"force": True} if force else {})
+    try:
+        started = time.perf_counter()
+
+        def load_stages() -> None:
+            # The model and Great Expectations (about 2 s) only: with the stages' imports
+            # they take as long as the server's start on two cores (about 4 s); the rest
+            # of `pipeline.warm_up` would lengthen the start-up by what it saves later.
+            from flows.settings import collector_paused
+
+            with collector_paused():
+                from flows import embed, pipeline, validate  # noqa: F401
+
+                embed.load_model(settings.model, settings.device, settings.precision)
+                validate.warm_up()
+
+        # Start-up: the Prefect API, and the stages' imports and the model, side by side.
+        with run_api(settings, while_starting=load_stages):
+            from flows.pipeline import run_here
+
+            startup = round(time.perf_counter() - started, 3)
+            summary = run_here(settings, parameters)
+        summary.stage_seconds = {"startup": startup, **summary.stage_seconds}
+    except DataQualityError as exc:
+        stopped_before_publish(settings, str(exc))
+    except (FileNotFoundError, ValueError, WarehouseError, ServerError) as exc:
+        fail(str(exc))
+    except OSError as exc:  # disk full, permissions: the previous version stays current
+        fail(f"{exc.strerror or exc}: {exc.filename or ''}; the previous version stays current")
+    print_summary(summary)
+
+
+def stopped_before_publish(settings: Settings, failures: str) -> None:
+    err.print(f"[red]run stopped before publish:[/red] {escape(failures)}")
+    err.print(f"The previous version stays current. Details: {settings.dq_path}")
+    raise typer.Exit(1)
+
+
+def handed_parameters(settings: Settings, force: bool) -> dict[str, Any]:
+    """Every setting of the run as a flow parameter, paths absolute: the serving process
+    has its own working folder and environment."""
+    given = settings.to_dict() | {"force": force}
+    given["raw"] = [str(p.resolve()) for p in settings.raw]
+    given["warehouse"] = str(settings.warehouse.resolve())
+    for key in ("data_path", "model"):
+        if given[key] and "://" not in given[key] and Path(given[key]).exists():
+            given[key] = str(Path(given[key]).resolve())
+    return given
+
+
+def hand_over_run(settings: Settings, force: bool) -> bool:
+    """Run in the warm runner of a `paperlake serve` of this warehouse, if one answers
+    (flows/warm_runner.py): its process has the stages imported and the model loaded."""
+    from types import SimpleNamespace
+
+    from flows import warm_runner
+
+    def say(line: str) -> None:
+        err.print(line, markup=False, highlight=False, soft_wrap=True)
+
+    try:
+        summary = warm_runner.hand_over(settings, handed_parameters(settings, force), say)
+    except warm_runner.HandedOverError as exc:
+        if exc.kind == "data-quality":
+            stopped_before_publish(settings, str(exc))
+        fail(str(exc))
+    if summary is None:
+        return False
+    out.print(f"run handed to paperlake serve on {settings.warehouse}", highlight=False)
+    print_summary(SimpleNamespace(**summary))
+    return True
+
+
+def folders_written(settings: Settings) -> list[Path]:
+    """The folders a run writes: the warehouse, and a local data path given apart from it."""
+    folders = [settings.warehouse]
+    if settings.data_path and "://" not in settings.data_path:
+        folders.append(Path(settings.data_path))
+    return folders
+
+
+@setting_options("min_words", "max_words", "max_reject_share")
+def validate_raw(
+    paths: Annotated[list[Path], typer.Argument(help="Raw files or folders (read recursively).")],
+    fmt: FormatOpt = Format.table,
+    max_rows: MaxRowsOpt = MAX_ROWS,
+    *,
+    settings: Settings,
+) -> None:
+    """Check raw files without publishing: per file, records seen, accepted, rejected, flags."""
+    from flows import ingest
+
+    missing = [str(p) for p in paths if not p.exists()]
+    if missing:
+        fail(f"raw input {', '.join(missing)} does not exist")
+    with ingest.reading_progress() as advance:
+        result = ingest.ingest(
+            paths, min_words=settings.min_words, max_words=settings.max_words, progress=advance
+        )
+    report = ingest.file_report(result.sources)
+    if fmt != Format.table:
+        print_frame(report, fmt)
+        return
+    # Warnings are long; they follow the table, one line each.
+    table = report.drop("warning").rename({"rejected_by_rule": "rejected by rule"})
+    print_frame(table, fmt, max_rows, title="raw files")
+    sources = result.sources
+    out.print(
+        f"files: {sources.height}  records seen: {sources['records_seen'].sum()}  "
+        f"accepted: {sources['accepted'].sum()}  rejected: {sources['rejected'].sum()}"
+    )
+    for row in sources.iter_rows(named=True):
+        share = row["rejected"] / row["records_seen"] if row["records_seen"] else 0.0
+        if share > settings.max_reject_share:
+            out.print(
+                f"[yellow]warning:[/yellow] {row['path']} rejects {share:.0%} of its records "
+                f"(more than {settings.max_reject_share:.0%})"
+            )
+        if row["error"]:
+            out.print(f"[yellow]skipped file:[/yellow] {escape(row['error'])}")
+        if row["warning"]:
+            out.print(f"[yellow]warning:[/yellow] {escape(row['path'] + ': ' + row['warning'])}")
+
+
+def print_summary(summary) -> None:
+    """The end-of-run report: counts, version, data quality, seconds per stage."""
+    from flows.validate import outcome_lines
+
+    if summary.status == "up to date":
+        print_up_to_date(summary.version)
+        return
+    # The data-quality lines are worded once, for this summary and the data-quality page.
+    (label, outcome), *quality = outcome_lines(
+        summary.dq_outcome, summary.dq_failures, summary.dq_warnings
+    )
+    lines = [
+        f"[bold]version {summary.version}[/bold] of {summary.warehouse} published "
+        f"(run {summary.run_id[:8]}, flow run {summary.flow_run}"
+        + (f", {summary.flow_run_url}" if summary.flow_run_url else "")
+        + ")",
+        f"files: {summary.files}  records seen: {summary.records_seen}  "
+        f"accepted: {summary.accepted}  rejected: {summary.rejected}"
+        + (
+            "  (" + ", ".join(f"{k}: {v}" for k, v in summary.rejects_by_rule.items()) + ")"
+            if summary.rejects_by_rule
+            else ""
+        ),
+        f"papers: {summary.papers}  duplicate records merged: {summary.duplicate_records}  "
+        f"near-duplicate pairs: {summary.near_duplicate_pairs}  topics: {summary.topics}",
+        f"embeddings computed: {summary.embedded}  reused: {summary.embeddings_reused}  "
+        f"files parsed: {summary.files_parsed} of {summary.files}",
+        f"{label}: {escape(outcome)}",
+        "seconds: " + "  ".join(f"{k} {v:.1f}" for k, v in summary.stage_seconds.items()),
+    ]
+    for error in summary.file_errors:
+        lines.append(f"[yellow]skipped file:[/yellow] {escape(error)}")
+    for warning in summary.file_warnings:
+        lines.append(f"[yellow]warning:[/yellow] {escape(warning)}")
+    for label, text in quality:
+        color = "red" if "failure" in label else "yellow"
+        lines.append(f"[{color}]{label}:[/{color}] {escape(text)}")
+    if summary.data_docs:
+        lines.append(f"data docs: {summary.data_docs}")
+    if getattr(summary, "dq_page", None):
+        lines.append(f"data-quality page: {summary.dq_page}")
+    for line in lines:
+        out.print(line)
+
+
+@setting_options("raw", "warehouse", "catalog", "data_path", "cluster")
+def serve(
+    cron: Annotated[
+        str | None, typer.Option(help="Cron schedule, e.g. '0 6 * * *' (06:00 UTC daily).")
+    ] = None,
+    interval: Annotated[
+        int | None, typer.Option(help="Or: run every this many seconds.", min=1)
+    ] = None,
+    name: Annotated[str, typer.Option(help="Deployment name.")] = "scheduled",
+    port: Annotated[int, typer.Option(help="Port of the Prefect server and its UI.")] = 4200,
+    *,
+    settings: Settings,
+) -> None:
+    """Run the flow on a schedule, served from this process, with the Prefect UI; and run
+    `paperlake run` of this warehouse here, warm.
+
+    Without PREFECT_API_URL this starts a Prefect server (UI at http://127.0.0.1:PORT,
+    its database in the warehouse folder) and stops it on Ctrl-C or SIGTERM; with
+    PREFECT_API_URL set it serves against that server and starts none. Without a schedule
+    it serves the deployment for runs started from the UI and from `paperlake run`. While
+    it serves, `paperlake run` on the same warehouse hands its run to this process, which
+    has the stages imported and the model loaded: a small run takes a second or two.
+    """
+    if cron is not None and interval is not None:
+        fail("give one schedule: --cron '0 6 * * *' or --interval SECONDS, not both")
+    parameters = {
+        "raw": [str(p.resolve()) for p in settings.raw],
+        "warehouse": str(settings.warehouse.resolve()),
+    }
+    shared = {
+        "catalog": settings.catalog,
+        "data_path": settings.data_path,
+        "cluster": settings.cluster,
+    }
+    if settings.data_path and "://" not in settings.data_path:
+        shared["data_path"] = str(Path(settings.data_path).resolve())
+    parameters |= {key: value for key, value in shared.items() if value}
+    missing = [p for p in parameters["raw"] if not Path(p).exists()]
+    if missing:
+        fail(f"raw input {', '.join(missing)} does not exist")
+
+    from prefect import serve as serve_deployments
+    from prefect.settings import PREFECT_API_URL
+
+    from flows.pipeline import flow_for, run_handed_over, warm_up
+    from flows.prefect_server import ServerError, next_run_times, persistent_api, port_in_use
+    from flows.settings import collector_paused
+    from flows.warm_runner import WarmRunner
+
+    if not PREFECT_API_URL.value() and port_in_use(port):
+        fail(f"port {port} is in use; choose another with --port")
+    try:
+        with persistent_api(settings, port) as (api_url, ui_url):
+            deployment = flow_for(settings).to_deployment(
+                name=name, cron=cron, interval=interval, parameters=parameters
+            )
+            out.print(f"Prefect API: {api_url}", highlight=False)
+            if ui_url:
+                out.print(f"Prefect UI: {ui_url}  (runs, logs and artifacts)", highlight=False)
+            if cron or interval:
+                when = ", ".join(t.strftime("%H:%M:%S") for t in next_run_times(cron, interval))
+                every = f"cron {cron!r}" if cron else f"every {interval} s"
+                schedule = f"{every}; next runs at about {when} UTC"
+            else:
+                schedule = "no schedule: runs from the UI and from paperlake run"
+            # What a handed-over run would otherwise import and load, done once.
+            with collector_paused():
+                warm_up(settings)
+            with WarmRunner(settings.warehouse, run_handed_over):
+                out.print(
+                    f"serving paperlake/{name} ({schedule}); paperlake run on "
+                    f"{settings.warehouse} runs here; Ctrl-C or SIGTERM stops it",
+                    highlight=False,
+                )
+                # One run at a time: a run that would start while another holds the
+                # warehouse waits for it instead.
+                serve_deployments(deployment, print_starting_message=False, limit=1)
+    except ServerError as exc:
+        fail(str(exc))
+    out.print("stopped: the schedule and the Prefect server it started")
