@@ -48,8 +48,6 @@ def run(
     settings: Settings,
 ) -> None:
     """Ingest, validate, embed, aggregate and publish a new version."""
-    from flows.publish import up_to_date
-
     missing = [str(p) for p in settings.raw if not Path(p).exists()]
     if missing:
         fail(f"raw input {', '.join(missing)} does not exist")
@@ -58,6 +56,8 @@ def run(
             fail(f"{folder} is a file: give a folder (or a path that does not exist yet)")
     if hand_over_run(settings, force):
         return
+    from flows.publish import up_to_date  # numpy and polars: not for a handed-over run
+
     # Checked before any flow run starts: a run with nothing to do costs only file hashing.
     if not (force or settings.refit_topics):
         try:
