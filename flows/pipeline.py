@@ -439,8 +439,9 @@ def run_pipeline(settings: Settings, force: bool = False) -> record.RunSummary:
 
         # Beside the suites (Python, mostly), a thread of this process stages the tables
         # in DuckDB and plans their publish; the commit waits for the gate. The Data Docs
-        # are written while the version is checked and published, in a thread too. With
-        # a cluster both happen in turn, here where the warehouse is.
+        # are written while the version is checked and published, in a thread too. On a
+        # Dask task runner the publish task stages and plans after the gate, and the Data
+        # Docs are written after it, here where the warehouse is.
         planned = docs = stored = None
         in_process = not cluster_workers()  # no Dask task runner
         try:

@@ -129,8 +129,9 @@ def stat_or_none(path: Path) -> os.stat_result | None:
         return None
 
 
-def remember_published(settings: Settings, tables: dict[str, pl.DataFrame], version: int,
-                       fingerprint: str) -> None:  # fmt: skip
+def remember_published(
+    settings: Settings, tables: dict[str, pl.DataFrame], version: int, fingerprint: str
+) -> None:
     """Keep what version `version` holds, from the tables just published, for the next run
     of this process (`previous_version`)."""
     stamp = catalog_stamp(settings)
