@@ -56,7 +56,14 @@ def staged(
     con = con or connect(extensions=())
     for name, frame in tables.items():
         con.register(f"{name}_frame", frame)
-        con.execute(f"create or replace table memory.main.{name} as select * from {name}_frame")
+    # One script: each statement's end would wait for the GIL (see publish.prepare).
+    con.execute(
+        ";\n".join(
+            f"create or replace table memory.main.{name} as select * from {name}_frame"
+            for name in tables
+        )
+    )
+    for name in tables:
         con.unregister(f"{name}_frame")
     return con
 

@@ -264,10 +264,20 @@ def plan_changes(
         columns: the lake's and the stage's tables' columns (`table_columns`), when read
             already for all tables.
     """
-    target, staged = f"{LAKE}.main.{name}", f"{STAGE}.{name}"
     lake, stage = columns or (table_columns(con, LAKE), table_columns(con, "memory"))
-    if name not in lake or lake[name] != stage[name]:
+    script = merge_script(name, keys, lake, stage)
+    if script is None:
         return "replace"
+    con.execute(script)
+    return "merge"
+
+
+def merge_script(name: str, keys: tuple[str, ...], lake: Columns, stage: Columns) -> str | None:
+    """The statements that stage <name>__removed and <name>__added (`plan_changes`), as one
+    script; None where the table is new or its columns changed: it is replaced whole."""
+    if name not in lake or lake[name] != stage[name]:
+        return None
+    target, staged = f"{LAKE}.main.{name}", f"{STAGE}.{name}"
     key_list = ", ".join(keys)
     sql = (
         read_sql("catalog/row_changes")
@@ -278,17 +288,16 @@ def plan_changes(
         .replace("{keys}", key_list)
     )
     changes = f"{STAGE}.{name}__changes"
-    con.execute(f"create or replace table {changes} as {sql}")
-    con.execute(
-        f"create or replace table {STAGE}.{name}__removed as "
-        f"select distinct {key_list} from {changes} where staged_row is null"
+    return ";\n".join(
+        [
+            f"create or replace table {changes} as {sql}",
+            f"create or replace table {STAGE}.{name}__removed as "
+            f"select distinct {key_list} from {changes} where staged_row is null",
+            f"create or replace table {STAGE}.{name}__added as select * from {staged} "
+            f"where rowid in (select staged_row from {changes})",
+            f"drop table {changes}",
+        ]
     )
-    con.execute(
-        f"create or replace table {STAGE}.{name}__added as select * from {staged} "
-        f"where rowid in (select staged_row from {changes})"
-    )
-    con.execute(f"drop table {changes}")
-    return "merge"
 
 
 def apply_changes(
@@ -344,8 +353,13 @@ def prepare(con: duckdb.DuckDBPyConnection, settings: Settings) -> dict[str, str
     """
     attach(con, settings, create=True)
     try:
-        columns = table_columns(con, LAKE), table_columns(con, "memory")
-        return {name: plan_changes(con, name, keys, columns) for name, keys in TABLE_KEYS.items()}
+        lake, stage = table_columns(con, LAKE), table_columns(con, "memory")
+        scripts = {name: merge_script(name, keys, lake, stage) for name, keys in TABLE_KEYS.items()}
+        # One script for all tables: a statement's end waits for the GIL, which the suites
+        # running beside it in Python hold for up to 5 ms at a time.
+        if any(scripts.values()):
+            con.execute(";\n".join(s for s in scripts.values() if s))
+        return {name: "merge" if script else "replace" for name, script in scripts.items()}
     except BaseException:
         detach(con)
         raise

@@ -282,3 +282,27 @@ def test_data_docs_are_built_for_new_results_and_list_every_kept_one(tmp_path):
     assert len(results) == 3  # the oldest run's page went with its result
     assert linked == results  # the index lists every kept result, each page is there
     assert not any("run-0" in page for page in (tmp_path / "gx").rglob("*") for page in [str(page)])
+
+
+def test_a_clean_batch_is_stored_with_counts_and_a_failing_one_with_every_failing_row(tmp_path):
+    """Great Expectations validates a batch for counts first; a batch where rows failed is
+    validated again for each failing row's index, and every one reaches dq_results."""
+    runs = tmp_path / "gx" / "gx" / "uncommitted" / "validations" / "papers"
+    clean = validate.Validator(tmp_path / "gx", "clean")
+    passed = clean.validate("papers", many_papers(40, word_count=pl.lit(30)), PARAMS)
+    assert passed["success"].all()
+    stored = json.loads(next((runs / "clean").glob("*/*.json")).read_text())
+    counted = {r["result"]["element_count"] for r in stored["results"]}
+    assert counted == {40} and {r["result"]["unexpected_count"] for r in stored["results"]} == {0}
+    assert not any("unexpected_index_list" in r["result"] for r in stored["results"])
+
+    failing = validate.Validator(tmp_path / "gx", "failing")
+    frame = many_papers(60)  # word counts cycle 5..64: 5..19 fall below min_words
+    results = failing.validate("papers", frame, PARAMS)
+    short = results.filter(pl.col("kwargs").str.contains('"min_value": 20')).to_dicts()[0]
+    below = frame.filter(pl.col("word_count") < 20)
+    assert short["unexpected_count"] == below.height == 15
+    assert short["unexpected_ids"] == sorted(below["paper_id"].to_list())
+    stored = json.loads(next((runs / "failing").glob("*/*.json")).read_text())
+    listed = [r["result"] for r in stored["results"] if r["result"].get("unexpected_count")]
+    assert [len(r["unexpected_index_list"]) for r in listed] == [15]
