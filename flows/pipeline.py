@@ -472,15 +472,15 @@ def run_pipeline(settings: Settings, force: bool = False) -> record.RunSummary:
             manifest = record.manifest(summary, settings, fingerprint, embedded, tables["sources"])
             tables["runs"] = record.runs_row(summary, manifest)
             message = record.commit_message(summary)
+            plan = planned.result() if planned else None
             version, changes = publish_snapshot(
-                tables, settings, message, manifest, embedded.info.dim,
-                planned.result() if planned else None,
-            )  # fmt: skip
+                tables, settings, message, manifest, embedded.info.dim, plan
+            )
             record.published(summary, version, changes, timer() - t)
             publish.remember_published(settings, tables, version, fingerprint)
-            # The version's page is gathered from the catalog while the Data Docs are
-            # written, and written once they are (it links them).
-            page = dq_page.build(settings, version)
+            # The version's page is gathered from the catalog (on the publish's connection)
+            # while the Data Docs are written, and written once they are (it links them).
+            page = dq_page.build(settings, version, plan.con if plan else None)
         finally:
             release(planned)
             if agreement:

@@ -9,6 +9,7 @@ reads offline.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import logging
@@ -136,6 +137,36 @@ def _quiet_gx() -> None:
     warnings.filterwarnings("ignore", module="great_expectations")
 
 
+@lru_cache(maxsize=1)
+def share_compiled_templates() -> None:
+    """Great Expectations renders each Data Docs page in a new Jinja environment, which
+    compiled its templates again for every build (about 0.15 s of each run's Data Docs on
+    the sample): the environments share one bytecode cache, kept for the process."""
+    from great_expectations.render.view.view import DefaultJinjaView
+    from jinja2 import BytecodeCache
+
+    class InMemory(BytecodeCache):
+        def __init__(self):
+            self.code: dict[tuple[str, str], bytes] = {}
+
+        def load_bytecode(self, bucket) -> None:
+            if (code := self.code.get((bucket.key, bucket.checksum))) is not None:
+                bucket.bytecode_from_string(code)
+
+        def dump_bytecode(self, bucket) -> None:
+            self.code[(bucket.key, bucket.checksum)] = bucket.bytecode_to_string()
+
+    cache = InMemory()
+    make_environment = DefaultJinjaView.__init__
+
+    @functools.wraps(make_environment)
+    def with_shared_cache(self, *args, **kwargs) -> None:
+        make_environment(self, *args, **kwargs)
+        self.env.bytecode_cache = cache
+
+    DefaultJinjaView.__init__ = with_shared_cache
+
+
 # Expectations whose outcome for a row depends on that row alone: a row checked once keeps
 # its outcome while its content, the suite and the parameters stay the same.
 ROW_LEVEL = frozenset(
@@ -259,6 +290,7 @@ class GxProject:
         _quiet_gx()
         import great_expectations as gx
 
+        share_compiled_templates()
         self.gx = gx
         self.root = root
         root.mkdir(parents=True, exist_ok=True)
@@ -634,7 +666,7 @@ def scratch_database():
     of it (its own connection, in about 1 ms where a new database takes about 10 ms)."""
     import duckdb
 
-    return duckdb.connect()
+    return duckdb.connect(config={"threads": 1})
 
 
 def duplicate_rows(frame: pl.DataFrame, columns: list[str]) -> pl.DataFrame:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import polars as pl
@@ -306,3 +307,34 @@ def test_a_clean_batch_is_stored_with_counts_and_a_failing_one_with_every_failin
     stored = json.loads(next((runs / "failing").glob("*/*.json")).read_text())
     listed = [r["result"] for r in stored["results"] if r["result"].get("unexpected_count")]
     assert [len(r["unexpected_index_list"]) for r in listed] == [15]
+
+
+def test_data_docs_templates_are_compiled_once_a_process(validator, monkeypatch):
+    """GX renders each page in a new Jinja environment; they share one bytecode cache, so a
+    second build compiles no template and renders the same page."""
+    import jinja2
+
+    compiled = []
+    compile_source = jinja2.Environment.compile
+
+    def counting(self, source, *args, **kwargs):
+        compiled.append(kwargs.get("name") or (args[0] if args else None))
+        return compile_source(self, source, *args, **kwargs)
+
+    monkeypatch.setattr(jinja2.Environment, "compile", counting)
+    pages = []
+    for _ in range(2):
+        validator.validate("papers", papers(venue=["ICLR", None]), PARAMS)
+        index = validator.build_docs()
+        pages.append(max((index.parent / "validations" / "papers" / "test-run").glob("*/*.html")))
+        validator.stored.clear()
+        if not pages[1:]:
+            compiled.clear()  # a first build in this process may compile
+    assert compiled == []
+    assert pages[0] != pages[1]
+    # Times and element ids differ from render to render.
+    strip = re.compile(
+        r"[\d-]{8,10}T[\d:]{6,8}(\.\d+)?Z?|[0-9a-f]{8}(-[0-9a-f]{4}){3}-[0-9a-f]{12}"
+    )
+    texts = [strip.sub("", p.read_text()) for p in pages]
+    assert "Data asset: papers" in texts[1] and texts[0] == texts[1]

@@ -26,7 +26,15 @@ from flows.dq.page import (
     threshold,
 )
 from flows.history import define_paper_title
-from flows.lake import WarehouseError, catalog_exists, open_lake, published_versions, read_sql
+from flows.lake import (
+    LAKE,
+    WarehouseError,
+    attach,
+    catalog_exists,
+    open_lake,
+    published_versions,
+    read_sql,
+)
 from flows.settings import Settings
 
 TREND_VERSIONS = 8  # versions the trend shows, the page's own last
@@ -364,24 +372,41 @@ def gather(
     )
 
 
-def build(settings: Settings, version: int | None = None) -> Page:
+def build(
+    settings: Settings, version: int | None = None, con: duckdb.DuckDBPyConnection | None = None
+) -> Page:
     """The page of a published version (default: the latest).
+
+    Args:
+        con: a connection of this process with ducklake loaded and no catalog attached (the
+            run's, which just published `version`): the catalog is attached on it for the
+            page and detached after, saving a connection's load of the extension.
 
     Raises:
         WarehouseError: no warehouse, nothing published, or `version` is not published.
     """
-    with open_lake(settings, version, extensions=()) as con:
-        versions = published_versions(con)
-        version = version if version is not None else versions[-1]
-        con.execute(f"set variable version = {int(version)}")
-        run = con.execute(read_sql("report/run_summary")).pl().to_dicts()
-        if not run:
-            raise WarehouseError(f"version {version} has no recorded run")
-        results = con.execute(read_sql("dq/run_results")).pl()
-        history = history_rows(con, version)
-        return gather(
-            con, results, history, run[0]["run_id"], version, str(run[0]["started_at"] or "")
-        )
+    if con is None:
+        with open_lake(settings, version, extensions=()) as lake:
+            return version_page(lake, version)
+    attach(con, settings, version=version, read_only=True)
+    try:
+        return version_page(con, version)
+    finally:
+        con.execute("use memory")
+        con.execute(f"detach {LAKE}")
+
+
+def version_page(con: duckdb.DuckDBPyConnection, version: int | None) -> Page:
+    """The page of `version` (default: the latest) of the catalog attached on `con`."""
+    versions = published_versions(con)
+    version = version if version is not None else versions[-1]
+    con.execute(f"set variable version = {int(version)}")
+    run = con.execute(read_sql("report/run_summary")).pl().to_dicts()
+    if not run:
+        raise WarehouseError(f"version {version} has no recorded run")
+    results = con.execute(read_sql("dq/run_results")).pl()
+    history = history_rows(con, version)
+    return gather(con, results, history, run[0]["run_id"], version, str(run[0]["started_at"] or ""))
 
 
 def build_for_run(
