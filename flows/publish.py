@@ -300,17 +300,39 @@ def merge_script(name: str, keys: tuple[str, ...], lake: Columns, stage: Columns
     )
 
 
+def planned_counts(
+    con: duckdb.DuckDBPyConnection, plans: dict[str, str]
+) -> dict[str, tuple[int, int]]:
+    """Rows each plan deletes and inserts (a replace: none, and the staged rows), counted
+    in one query."""
+    parts = [
+        f"select '{name}', 0, (select count(*) from {STAGE}.{name})"
+        if mode == "replace"
+        else f"select '{name}', (select count(*) from {STAGE}.{name}__removed), "
+        f"(select count(*) from {STAGE}.{name}__added)"
+        for name, mode in plans.items()
+    ]
+    rows = con.execute(" union all ".join(parts)).fetchall() if parts else []
+    return {name: (deleted, inserted) for name, deleted, inserted in rows}
+
+
 def apply_changes(
-    con: duckdb.DuckDBPyConnection, name: str, keys: tuple[str, ...], mode: str
+    con: duckdb.DuckDBPyConnection,
+    name: str,
+    keys: tuple[str, ...],
+    mode: str,
+    counts: tuple[int, int] | None = None,
 ) -> tuple[int, int]:
-    """Apply a planned change inside the publish transaction; returns rows deleted, inserted."""
+    """Apply a planned change inside the publish transaction; returns rows deleted, inserted.
+
+    `counts`: the plan's rows deleted and inserted (`planned_counts`), when counted already.
+    """
+    deleted, inserted = counts or planned_counts(con, {name: mode})[name]
     target, staged = f"{LAKE}.main.{name}", f"{STAGE}.{name}"
     if mode == "replace":
         con.execute(f"create or replace table {target} as select * from {staged}")
-        return 0, con.execute(f"select count(*) from {staged}").fetchone()[0]
+        return deleted, inserted
     removed, added = f"{STAGE}.{name}__removed", f"{STAGE}.{name}__added"
-    deleted = con.execute(f"select count(*) from {removed}").fetchone()[0]
-    inserted = con.execute(f"select count(*) from {added}").fetchone()[0]
     if deleted:
         match = " and ".join(f"t.{k} is not distinct from r.{k}" for k in keys)
         con.execute(
@@ -353,6 +375,11 @@ def prepare(con: duckdb.DuckDBPyConnection, settings: Settings) -> dict[str, str
     """
     attach(con, settings, create=True)
     try:
+        # Data files of a run killed before its commit belong to no snapshot; drop them.
+        # This run holds the run lock: no other run is writing files now.
+        con.execute(
+            f"select count(*) from ducklake_delete_orphaned_files('{LAKE}', cleanup_all => true)"
+        )
         lake, stage = table_columns(con, LAKE), table_columns(con, "memory")
         scripts = {name: merge_script(name, keys, lake, stage) for name, keys in TABLE_KEYS.items()}
         # One script for all tables: a statement's end waits for the GIL, which the suites
@@ -392,11 +419,12 @@ def commit(
     try:
         version = next_version(con)
         con.execute(f"update {STAGE}.runs set snapshot_id = ?", [version])
+        counts = planned_counts(con, plans)
         fault_point("before_publish")
         con.execute("begin transaction")
         in_transaction = True
         for name, keys in TABLE_KEYS.items():
-            changes[name] = apply_changes(con, name, keys, plans[name])
+            changes[name] = apply_changes(con, name, keys, plans[name], counts[name])
             if name == "embeddings":
                 fault_point("mid_publish")
         for name in HISTORY_TABLES:
@@ -414,10 +442,6 @@ def commit(
         fault_point("before_commit")
         con.execute("commit")
         in_transaction = False
-        # Data files of a run killed before its commit belong to no snapshot; drop them.
-        con.execute(
-            f"select count(*) from ducklake_delete_orphaned_files('{LAKE}', cleanup_all => true)"
-        )
     except BaseException:
         if in_transaction:
             con.execute("rollback")

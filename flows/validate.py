@@ -16,7 +16,6 @@ import logging
 import os
 import shutil
 import warnings
-from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from functools import lru_cache
@@ -412,7 +411,9 @@ class Validator:
         fresh = prepared.with_columns(pl.Series(ROW_HASH, hashes)).filter(
             ~pl.col(ROW_HASH).is_in(known["row_hash"].implode())
         )
-        if fresh.height or fields is None:
+        checked = fresh.height or fields is None
+        stored_rows = known.height
+        if checked:
             spec = Suite(suite.name, (ROW_HASH,), tuple(expectations))
             fields, failures = self._run_gx(spec, fresh, parameters)
             fresh_failed = pl.DataFrame(
@@ -428,7 +429,9 @@ class Validator:
         current = pl.DataFrame({"row_hash": hashes}).join(
             known, on="row_hash", how="left", maintain_order="left"
         )
-        memo.write(current.unique("row_hash", keep="first"), fields)
+        kept = current.unique("row_hash", keep="first")
+        if checked or kept.height != stored_rows:  # else the memo holds these rows already
+            memo.write(kept, fields)
         return current["failed"], fields
 
     def _run_gx(
@@ -710,18 +713,6 @@ def outcome(results: pl.DataFrame) -> Outcome:
     )
     text = "failed" if failures else "passed with warnings" if warned else "passed"
     return Outcome(text, failures, warned)
-
-
-def outcome_lines(
-    text: str, failures: Sequence[str] = (), warned: Sequence[str] = ()
-) -> list[tuple[str, str]]:
-    """A run's data-quality lines as (label, text): what `paperlake run` prints after a run
-    and what the data-quality page shows, in the same words."""
-    return [
-        ("data quality", text),
-        *(("data-quality failure", line) for line in failures),
-        *(("data-quality warning", line) for line in warned),
-    ]
 
 
 def severity_meta(severity: str) -> dict:

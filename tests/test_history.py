@@ -8,6 +8,7 @@ import socket
 import subprocess
 import sys
 import time
+from collections import Counter
 
 import pytest
 from typer.testing import CliRunner
@@ -179,6 +180,12 @@ def test_run_killed_during_publish_leaves_previous_version(
     # Paths differ between the two raw folders; every table without paths must match.
     for table in ("embeddings", "neighbors", "duplicates", "paper_topics", "topics", "topic_terms"):
         assert crashed_tables[table] == clean_tables[table], table
+
+    # The files the killed run wrote belong to no snapshot: the next run dropped them.
+    def files(root) -> Counter:
+        return Counter(p.parent.name for p in (root / "data").rglob("*.parquet"))
+
+    assert files(warehouse) == files(clean)
 
 
 def test_second_run_at_once_waits_for_the_first(tmp_path):

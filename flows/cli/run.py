@@ -197,7 +197,7 @@ def validate_raw(
 
 def print_summary(summary) -> None:
     """The end-of-run report: counts, version, data quality, seconds per stage."""
-    from flows.validate import outcome_lines
+    from flows.dq.page import outcome_lines  # not flows.validate: polars
 
     if summary.status == "up to date":
         print_up_to_date(summary.version)
