@@ -286,8 +286,9 @@ def test_data_docs_are_built_for_new_results_and_list_every_kept_one(tmp_path):
 
 
 def test_a_clean_batch_is_stored_with_counts_and_a_failing_one_with_every_failing_row(tmp_path):
-    """Great Expectations validates a batch for counts first; a batch where rows failed is
-    validated again for each failing row's index, and every one reaches dq_results."""
+    """Great Expectations validates a batch for counts (stored for the Data Docs); an
+    expectation that rows failed is validated again for each failing row's index, and
+    every one reaches dq_results."""
     runs = tmp_path / "gx" / "gx" / "uncommitted" / "validations" / "papers"
     clean = validate.Validator(tmp_path / "gx", "clean")
     passed = clean.validate("papers", many_papers(40, word_count=pl.lit(30)), PARAMS)
@@ -306,7 +307,9 @@ def test_a_clean_batch_is_stored_with_counts_and_a_failing_one_with_every_failin
     assert short["unexpected_ids"] == sorted(below["paper_id"].to_list())
     stored = json.loads(next((runs / "failing").glob("*/*.json")).read_text())
     listed = [r["result"] for r in stored["results"] if r["result"].get("unexpected_count")]
-    assert [len(r["unexpected_index_list"]) for r in listed] == [15]
+    assert [(r["unexpected_count"], len(r["partial_unexpected_list"])) for r in listed] == [
+        (15, 15)
+    ]
 
 
 def test_data_docs_templates_are_compiled_once_a_process(validator, monkeypatch):
