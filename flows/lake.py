@@ -19,6 +19,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 import duckdb
 
+from flows.errors import CatalogUnreachable, QueryRefused, WarehouseBusy, WarehouseError
 from flows.settings import SQL_DIR, Settings
 
 if TYPE_CHECKING:
@@ -35,18 +36,6 @@ ATTACH_WAIT_SECONDS = 60
 COMMIT_RETRIES = 10
 # How often a run waiting for the warehouse lock, and so for a stop signal, looks again.
 LOCK_POLL_SECONDS = 0.5
-
-
-class WarehouseError(RuntimeError):
-    """The warehouse is missing or holds no published version."""
-
-
-class WarehouseBusy(WarehouseError):
-    """Another run holds the warehouse."""
-
-
-class CatalogUnreachable(WarehouseError):
-    """The PostgreSQL catalog cannot be opened: no server, no database, login refused."""
 
 
 def extension_file(name: str) -> Path:
@@ -322,10 +311,6 @@ MAINTENANCE_FUNCTIONS = re.compile(
     r"rewrite_data_files|add_data_files|flush_inlined_data|set_option|set_commit_message)\b",
     re.IGNORECASE,
 )
-
-
-class QueryRefused(WarehouseError):
-    """A query that would do more than read the warehouse."""
 
 
 def read_only_query(sql: str) -> str:

@@ -13,7 +13,7 @@ import typer
 
 from flows.cli.options import FormatOpt, MaxRowsOpt, VersionOpt, setting_options
 from flows.cli.output import MAX_ROWS, Format, err, fail, out, print_frame
-from flows.lake import WarehouseError, open_lake
+from flows.errors import WarehouseError
 from flows.settings import Settings
 
 if TYPE_CHECKING:
@@ -45,7 +45,7 @@ def query(
     """
     import duckdb
 
-    from flows.lake import read_only_query
+    from flows.lake import open_lake, read_only_query
 
     if (sql is None) == (file is None):
         fail("give the SQL as an argument or with --file, not both")
@@ -95,6 +95,7 @@ def search(
     and the paper: the same scale for every query) and bm25 (the keyword score). When even
     the best hit is below the least cosine of a good match, a line says so.
     """
+    from flows.lake import open_lake
     from flows.search import MIN_COSINE, no_good_match
     from flows.search import search as run_search
 
@@ -197,6 +198,7 @@ def similar(
     settings: Settings,
 ) -> None:
     """The papers closest in meaning to a given paper."""
+    from flows.lake import open_lake
     from flows.search import similar as run_similar
 
     try:

@@ -12,7 +12,7 @@ import typer
 
 from flows.cli.options import VersionOpt, setting_options
 from flows.cli.output import fail, out
-from flows.lake import WarehouseError
+from flows.errors import WarehouseError
 from flows.settings import Settings
 
 

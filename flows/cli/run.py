@@ -13,7 +13,7 @@ from rich.markup import escape
 
 from flows.cli.options import FormatOpt, MaxRowsOpt, setting_options
 from flows.cli.output import MAX_ROWS, Format, err, fail, out, print_frame
-from flows.lake import WarehouseError
+from flows.errors import WarehouseError
 from flows.settings import Settings
 from flows.stopping import stops_on_signals
 
@@ -197,7 +197,7 @@ def validate_raw(
 
 def print_summary(summary) -> None:
     """The end-of-run report: counts, version, data quality, seconds per stage."""
-    from flows.dq.page import outcome_lines  # not flows.validate: polars
+    from flows.wording import outcome_lines
 
     if summary.status == "up to date":
         print_up_to_date(summary.version)

@@ -10,7 +10,7 @@ import typer
 
 from flows.cli.options import FormatOpt, MaxRowsOpt, VersionOpt, setting_options
 from flows.cli.output import MAX_ROWS, Format, as_text, fail, out, print_frame
-from flows.lake import WarehouseError, open_lake, read_sql
+from flows.errors import WarehouseError
 from flows.settings import Settings
 
 if TYPE_CHECKING:
@@ -22,6 +22,8 @@ def versions(
     fmt: FormatOpt = Format.table, max_rows: MaxRowsOpt = MAX_ROWS, *, settings: Settings
 ) -> None:
     """One line per published version: version, time, summary."""
+    from flows.lake import open_lake, read_sql
+
     try:
         with open_lake(settings, extensions=()) as con:
             frame = con.execute(read_sql("catalog/versions")).pl()

@@ -8,7 +8,7 @@ import typer
 
 from flows.cli.options import setting_options
 from flows.cli.output import fail, out
-from flows.lake import WarehouseError
+from flows.errors import WarehouseError
 from flows.settings import Settings
 
 DEFAULT_PORT = 8765

@@ -1,7 +1,7 @@
 """Data quality: one self-contained page per version, built from dq_results and its tables.
 
 The page opens with the run's outcome in the words `paperlake run` printed
-(page.outcome_lines), then lists every suite and expectation with its severity, its
+(flows/wording.py), then lists every suite and expectation with its severity, its
 outcome, the observed value against the threshold, and the failing rows as a person knows
 them: title, file:line and the offending value. It folds in the per-file ingest figures
 and a trend over recent versions. Figures come from sql/dq/ (gather.py), the page from

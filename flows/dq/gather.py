@@ -21,7 +21,6 @@ from flows.dq.page import (
     expectation_key,
     number,
     observed,
-    outcome_lines,
     short_value,
     status_of,
     threshold,
@@ -37,6 +36,7 @@ from flows.lake import (
     read_sql,
 )
 from flows.settings import Settings
+from flows.wording import outcome_lines
 
 TREND_VERSIONS = 8  # versions the trend shows, the page's own last
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -236,15 +235,3 @@ def status_of(failed_blocking: int, failed_warning: int) -> str:
     if failed_blocking:
         return "failed"
     return "passed with warnings" if failed_warning else "passed"
-
-
-def outcome_lines(
-    text: str, failures: Sequence[str] = (), warned: Sequence[str] = ()
-) -> list[tuple[str, str]]:
-    """A run's data-quality lines as (label, text): what `paperlake run` prints after a run
-    and what the data-quality page shows, in the same words."""
-    return [
-        ("data quality", text),
-        *(("data-quality failure", line) for line in failures),
-        *(("data-quality warning", line) for line in warned),
-    ]
