@@ -23,6 +23,8 @@ from flows.tables import sql_tables
 
 BLOCK_ROWS = 2048
 TOP_K_ROWS = 128
+# `top_k` ranks at most this many times k candidates a row before it partitions instead.
+TOP_K_SURVIVORS = 16
 TOPIC_TERMS = 8
 SILHOUETTE_SAMPLE = 2000
 TOPIC_MATCH_MIN = 0.9  # centroid cosine at which a topic counts as the same topic
@@ -144,9 +146,30 @@ def exact_rows(vectors: np.ndarray, rows: np.ndarray, width: int) -> Triples:
 def top_k(block: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
     """Columns and scores of each row's k highest scores, highest first.
 
-    TOP_K_ROWS rows at a time: partitioning a block of 1,000 rows of 100,000 scores whole
-    takes 3.5 s, piece by piece 1.2 s (the index arrays stay in cache).
+    Cut the row into k chunks: each holds a score at least its chunk's maximum, so at
+    least k scores of the row reach the least of those k maxima. Only those few are
+    ranked: 0.23 s for 1,000 rows of 100,000 scores, where partitioning every row takes
+    1.2 s. Rows where too many scores tie at the top (copies of one paper) are partitioned.
     """
+    rows, n = block.shape
+    width = n // k
+    if width >= 8:
+        floor = block[:, : k * width].reshape(rows, k, width).max(axis=2).min(axis=1)
+        row, col = np.nonzero(block >= floor[:, None])
+        counts = np.bincount(row, minlength=rows)
+        if len(row) <= rows * TOP_K_SURVIVORS * k and (counts >= k).all():
+            scores = block[row, col]
+            order = np.lexsort((col, -scores, row))  # by row, score down, then column
+            firsts = np.concatenate(([0], np.cumsum(counts)[:-1]))
+            pick = order[(firsts[:, None] + np.arange(k)).reshape(-1)]
+            return col[pick].reshape(rows, k).astype(np.int64), scores[pick].reshape(rows, k)
+    return top_k_by_partition(block, k)
+
+
+def top_k_by_partition(block: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+    """`top_k` by partitioning each row, TOP_K_ROWS rows at a time: partitioning a block of
+    1,000 rows of 100,000 scores whole takes 3.5 s, piece by piece 1.2 s (the index arrays
+    stay in cache)."""
     cols_out = np.empty((len(block), k), dtype=np.int64)
     scores_out = np.empty((len(block), k), dtype=block.dtype)
     for start in range(0, len(block), TOP_K_ROWS):

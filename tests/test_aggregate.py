@@ -5,6 +5,8 @@ from __future__ import annotations
 import numpy as np
 import polars as pl
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from flows import aggregate
 from flows.lake import connect, read_sql
@@ -631,3 +633,25 @@ def test_a_new_papers_singular_folds_the_plurals_of_old_papers(tmp_path):
     # The singular goes again: "models" is a term of its own once more.
     assert topic_terms_of(old, topics, tmp_path) == topic_terms_of(old, topics)
     assert topic_terms_of(old, topics, tmp_path)[1] == first
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    rows=st.integers(1, 6),
+    n=st.integers(2, 400),
+    k=st.integers(1, 25),
+    levels=st.integers(1, 50),  # few distinct scores: many ties, even whole rows of copies
+    seed=st.integers(0, 2**32 - 1),
+)
+def test_top_k_gives_each_rows_highest_scores_in_order(rows, n, k, levels, seed):
+    """Whichever way it ranks (the few scores above a floor, or every score), `top_k` gives
+    each row's k highest scores, highest first, at distinct columns that hold them."""
+    k = min(k, n - 1)
+    rng = np.random.default_rng(seed)
+    block = (rng.integers(0, levels, size=(rows, n)) / levels).astype(np.float32)
+    block[np.arange(rows), rng.integers(0, n, size=rows)] = -np.inf  # each row's own paper
+    cols, scores = aggregate.top_k(block, k)
+    assert cols.shape == scores.shape == (rows, k)
+    np.testing.assert_array_equal(scores, -np.sort(-block, axis=1)[:, :k])
+    np.testing.assert_array_equal(np.take_along_axis(block, cols, axis=1), scores)
+    assert all(len(set(row)) == k for row in cols.tolist())
