@@ -267,6 +267,7 @@ class Planned:
 
     con: duckdb.DuckDBPyConnection
     plans: dict[str, str]
+    hashes: dict[str, pl.DataFrame]  # publish.row_hashes of each keyed table
 
     def close(self) -> None:
         """Drop the plans: detach the catalog and close the connection (idempotent)."""
@@ -277,11 +278,15 @@ class Planned:
 
 @task(name="plan_publish", cache_policy=NO_CACHE)
 def plan_publish(tables: dict[str, pl.DataFrame], settings: Settings) -> Planned:
-    """Stage the keyed tables and plan their changes against the catalog (which this reads
-    and locks for writing), ready for the commit once the checks pass."""
-    con = staged({name: tables[name] for name in publish.TABLE_KEYS})
+    """Plan the keyed tables' changes against the catalog (which this attaches and locks for
+    writing) and stage them, ready for the commit once the checks pass."""
+    frames = {name: tables[name] for name in publish.TABLE_KEYS}
+    hashes = {
+        name: publish.row_hashes(frames[name], keys) for name, keys in publish.TABLE_KEYS.items()
+    }
+    con = connect(extensions=())
     try:
-        return Planned(con, publish.prepare(con, settings))
+        return Planned(con, publish.prepare(con, settings, frames, hashes), hashes)
     except BaseException:
         con.close()
         raise
@@ -316,7 +321,9 @@ def publish_snapshot(
         finally:
             con.close()
     staged({name: tables[name] for name in publish.HISTORY_TABLES}, planned.con)
-    return publish.commit(planned.con, planned.plans, message, manifest, dim)
+    return publish.commit(
+        planned.con, planned.plans, message, manifest, dim, (settings, planned.hashes)
+    )
 
 
 def warm_up(settings: Settings) -> None:

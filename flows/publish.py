@@ -20,7 +20,7 @@ import duckdb
 import numpy as np
 import polars as pl
 
-from flows.lake import LAKE, attach, catalog_exists, connect, read_sql
+from flows.lake import LAKE, attach, catalog_exists, catalog_name, connect, read_sql
 from flows.settings import Settings
 from flows.tables import history_tables, keyed_tables
 
@@ -367,11 +367,21 @@ def detach(con: duckdb.DuckDBPyConnection) -> None:
     con.execute(f"detach {LAKE}")
 
 
-def prepare(con: duckdb.DuckDBPyConnection, settings: Settings) -> dict[str, str]:
-    """Attach the catalog for writing and plan the change of every keyed table staged in
-    memory.main (`plan_changes`); the plans, by table. A run does it while its suites
-    run: `commit` applies the plans once the version passed its checks, or `detach` drops
-    them.
+def prepare(
+    con: duckdb.DuckDBPyConnection,
+    settings: Settings,
+    frames: dict[str, pl.DataFrame] | None = None,
+    hashes: dict[str, pl.DataFrame] | None = None,
+) -> dict[str, str]:
+    """Attach the catalog for writing and plan the change of every keyed table; the plans,
+    by table. A run does it while its suites run: `commit` applies the plans once the
+    version passed its checks, or `detach` drops them.
+
+    Without `frames`, the keyed tables are staged in memory.main already and each is
+    compared with the catalog (`plan_changes`). With them (the tables as frames, and their
+    `row_hashes` as `hashes`), where the cache holds the row hashes of the latest version
+    (`PublishedRows`), those are compared in Polars and only the rows removed and added
+    are staged; else the frames are staged whole and compared with the catalog.
     """
     attach(con, settings, create=True)
     try:
@@ -380,6 +390,11 @@ def prepare(con: duckdb.DuckDBPyConnection, settings: Settings) -> dict[str, str
         con.execute(
             f"select count(*) from ducklake_delete_orphaned_files('{LAKE}', cleanup_all => true)"
         )
+        published = PublishedRows(settings).load(con) if frames is not None else None
+        if published is not None:
+            return plan_from_hashes(con, frames, hashes, published)
+        if frames is not None:
+            stage_frames(con, frames)
         lake, stage = table_columns(con, LAKE), table_columns(con, "memory")
         scripts = {name: merge_script(name, keys, lake, stage) for name, keys in TABLE_KEYS.items()}
         # One script for all tables: a statement's end waits for the GIL, which the suites
@@ -392,12 +407,132 @@ def prepare(con: duckdb.DuckDBPyConnection, settings: Settings) -> dict[str, str
         raise
 
 
+def stage_frames(con: duckdb.DuckDBPyConnection, frames: dict[str, pl.DataFrame]) -> None:
+    """Create memory.main.<name> from each frame, in one script (see `prepare`)."""
+    for name, frame in frames.items():
+        con.register(f"{name}_frame", frame)
+    if frames:
+        con.execute(
+            ";\n".join(
+                f"create or replace table {STAGE}.{name} as select * from {name}_frame"
+                for name in frames
+            )
+        )
+    for name in frames:
+        con.unregister(f"{name}_frame")
+
+
+ROW_HASH, COPY = "_row_hash", "_copy"
+
+
+def row_hashes(frame: pl.DataFrame, keys: tuple[str, ...]) -> pl.DataFrame:
+    """Each row's key, a 64-bit hash of the whole row, and its copy number among rows equal
+    in key and hash (so that n copies against m count as EXCEPT ALL counts them)."""
+    return (
+        frame.select(keys)
+        .with_columns(frame.hash_rows().alias(ROW_HASH))
+        .with_columns(pl.int_range(pl.len(), dtype=pl.UInt32).over([*keys, ROW_HASH]).alias(COPY))
+    )
+
+
+def plan_from_hashes(
+    con: duckdb.DuckDBPyConnection,
+    frames: dict[str, pl.DataFrame],
+    hashes: dict[str, pl.DataFrame],
+    published: dict[str, pl.DataFrame],
+    keyed: dict[str, tuple[str, ...]] = TABLE_KEYS,
+) -> dict[str, str]:
+    """Plan each table from its frame's row hashes (`hashes`) and those of what the
+    catalog holds (`published`), as `row_hashes` gives them: stage <name>__removed (the
+    keys of rows gone or changed) and <name>__added (rows new or changed) as
+    `plan_changes` does, without reading the catalog's tables. A table whose columns
+    differ from the catalog's is replaced whole. A change goes unseen only if a row's old
+    and new versions hash alike (2^-64)."""
+    for name in frames:
+        keys, frame, before = keyed[name], frames[name], published[name]
+        now = hashes[name].with_row_index("_row")
+        match = [*keys, ROW_HASH, COPY]
+        removed = before.join(now, on=match, how="anti", nulls_equal=True).select(keys)
+        rows = now.join(before, on=match, how="anti", nulls_equal=True)["_row"].sort()
+        con.register(f"{name}__removed_frame", removed.unique())
+        con.register(f"{name}__added_frame", frame[rows])
+    con.execute(
+        ";\n".join(
+            f"create or replace table {STAGE}.{name}__{part} as select * from {name}__{part}_frame"
+            for name in frames
+            for part in ("removed", "added")
+        )
+    )
+    for name in frames:
+        for part in ("removed", "added"):
+            con.unregister(f"{name}__{part}_frame")
+    lake, stage = table_columns(con, LAKE), table_columns(con, "memory")
+    replaced = [n for n in frames if n not in lake or lake[n] != stage[f"{n}__added"]]
+    stage_frames(con, {name: frames[name] for name in replaced})
+    return {name: "replace" if name in replaced else "merge" for name in frames}
+
+
+class PublishedRows:
+    """The row hashes (`row_hashes`) of every keyed table as the latest version holds
+    them, kept in the cache by the run that committed it, so that the next run plans its
+    publish without reading the catalog's tables (`plan_from_hashes`).
+
+    One Parquet file per table and a stamp naming the catalog, its snapshot (id and time)
+    and the Polars version (whose hashes these are). The stamp is removed before the files
+    change and written after them: a cache whose stamp does not name the catalog's latest
+    snapshot, which any other commit makes, is not used.
+    """
+
+    def __init__(self, settings: Settings):
+        self.folder = settings.cache_path / "published"
+        self.catalog = catalog_name(settings)
+
+    @property
+    def stamp_path(self) -> Path:
+        return self.folder / "stamp.json"
+
+    def stamp(self, con: duckdb.DuckDBPyConnection) -> dict:
+        """The stamp of the catalog attached on `con` as it is now."""
+        snapshot, at = con.execute(
+            f"select snapshot_id, snapshot_time::varchar from {LAKE}.snapshots() "
+            "order by snapshot_id desc limit 1"
+        ).fetchone()
+        return {"catalog": self.catalog, "snapshot": snapshot, "time": at, "polars": pl.__version__}
+
+    def load(self, con: duckdb.DuckDBPyConnection) -> dict[str, pl.DataFrame] | None:
+        """The hashes of every keyed table, if they are those of the latest snapshot."""
+        try:
+            if json.loads(self.stamp_path.read_text()) != self.stamp(con):
+                return None
+            return {name: pl.read_parquet(self.folder / f"{name}.parquet") for name in TABLE_KEYS}
+        except (OSError, ValueError, TypeError, pl.exceptions.PolarsError):
+            return None
+
+    def save(self, con: duckdb.DuckDBPyConnection, hashes: dict[str, pl.DataFrame]) -> None:
+        """Keep `hashes` (`row_hashes` of each keyed table), just committed on `con` under
+        the run lock."""
+        self.folder.mkdir(parents=True, exist_ok=True)
+        self.stamp_path.unlink(missing_ok=True)
+        for name in TABLE_KEYS:
+            write_atomically(self.folder / f"{name}.parquet", hashes[name].write_parquet)
+        stamp = json.dumps(self.stamp(con))
+        write_atomically(self.stamp_path, lambda tmp: Path(tmp).write_text(stamp))
+
+
+def write_atomically(path: Path, write) -> None:
+    """`write(tmp)` then move tmp onto `path`: readers see the old file or the new one."""
+    tmp = path.with_suffix(f".{os.getpid()}.tmp")
+    write(tmp)
+    os.replace(tmp, path)
+
+
 def commit(
     con: duckdb.DuckDBPyConnection,
     plans: dict[str, str],
     message: str,
     manifest: dict,
     embedding_dim: int,
+    published: tuple[Settings, dict[str, pl.DataFrame]] | None = None,
 ) -> tuple[int, dict[str, tuple[int, int]]]:
     """Apply `plans` (`prepare`) and append the history tables as one snapshot; detach.
 
@@ -410,6 +545,8 @@ def commit(
         message: the snapshot's commit message.
         manifest: the run manifest, stored as the commit's extra info.
         embedding_dim: the dimension of the `embedding_vectors` view's fixed-size arrays.
+        published: the settings and the keyed tables' `row_hashes`, kept for the next
+            run's plan (`PublishedRows`) once the snapshot is committed.
 
     Returns:
         the new version and, per table, rows deleted and inserted.
@@ -442,6 +579,8 @@ def commit(
         fault_point("before_commit")
         con.execute("commit")
         in_transaction = False
+        if published is not None:
+            PublishedRows(published[0]).save(con, published[1])
     except BaseException:
         if in_transaction:
             con.execute("rollback")

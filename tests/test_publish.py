@@ -5,8 +5,18 @@ from __future__ import annotations
 import pytest
 
 from flows.lake import LAKE, attach, connect
-from flows.publish import STAGE, apply_changes, plan_changes
+from flows.publish import (
+    STAGE,
+    PublishedRows,
+    apply_changes,
+    plan_changes,
+    plan_from_hashes,
+    row_hashes,
+)
 from flows.settings import Settings
+from flows.tables import keyed_tables
+
+TABLE_KEYS = keyed_tables()
 
 
 @pytest.fixture
@@ -27,16 +37,36 @@ def published_and_staged(con, name: str, columns: str, lake_rows: str, staged_ro
     con.execute(f"insert into {STAGE}.{name} values {staged_rows}")
 
 
-def plan(con, name: str, keys: tuple[str, ...]) -> tuple[list, list]:
+@pytest.fixture(params=["catalog", "hashes"])
+def planner(request):
+    """Both ways a publish is planned: the staged table against the catalog's
+    (`plan_changes`), and the table's row hashes against those kept of the catalog's rows
+    (`plan_from_hashes`, here given the lake table's hashes)."""
+    if request.param == "catalog":
+        return plan_changes
+
+    def from_hashes(con, name: str, keys: tuple[str, ...]) -> str:
+        lake = con.table(f"{LAKE}.main.{name}").pl()
+        frame = con.table(f"{STAGE}.{name}").pl()
+        hashes, published = row_hashes(frame, keys), row_hashes(lake, keys)
+        modes = plan_from_hashes(
+            con, {name: frame}, {name: hashes}, {name: published}, {name: keys}
+        )
+        return modes[name]
+
+    return from_hashes
+
+
+def plan(con, name: str, keys: tuple[str, ...], planner=plan_changes) -> tuple[list, list]:
     """The keys the plan removes and the rows it adds, sorted."""
-    assert plan_changes(con, name, keys) == "merge"
+    assert planner(con, name, keys) == "merge"
     removed = con.execute(f"select * from {STAGE}.{name}__removed order by all").fetchall()
     added = con.execute(f"select * from {STAGE}.{name}__added order by all").fetchall()
     return removed, added
 
 
-def publish_plan(con, name: str, keys: tuple[str, ...]) -> tuple[int, int]:
-    mode = plan_changes(con, name, keys)
+def publish_plan(con, name: str, keys: tuple[str, ...], planner=plan_changes) -> tuple[int, int]:
+    mode = planner(con, name, keys)
     con.execute("begin transaction")
     changed = apply_changes(con, name, keys, mode)
     con.execute("commit")
@@ -45,7 +75,7 @@ def publish_plan(con, name: str, keys: tuple[str, ...]) -> tuple[int, int]:
     return changed
 
 
-def test_a_changed_float_in_a_vector_deletes_and_inserts_only_that_row(con):
+def test_a_changed_float_in_a_vector_deletes_and_inserts_only_that_row(con, planner):
     published_and_staged(
         con,
         "embeddings",
@@ -53,14 +83,14 @@ def test_a_changed_float_in_a_vector_deletes_and_inserts_only_that_row(con):
         "('p1', 'm', 2, [0.75, 0.5]), ('p2', 'm', 2, [1.0, 0.0]), ('p3', 'm', 2, [0.0, 1.0])",
         "('p1', 'm', 2, [0.75, 0.5]), ('p2', 'm', 2, [1.0, 0.5]), ('p4', 'm', 2, [0.5, 0.25])",
     )
-    assert plan(con, "embeddings", ("paper_id", "model")) == (
+    assert plan(con, "embeddings", ("paper_id", "model"), planner) == (
         [("p2", "m"), ("p3", "m")],
         [("p2", "m", 2, [1.0, 0.5]), ("p4", "m", 2, [0.5, 0.25])],
     )
-    assert publish_plan(con, "embeddings", ("paper_id", "model")) == (2, 2)
+    assert publish_plan(con, "embeddings", ("paper_id", "model"), planner) == (2, 2)
 
 
-def test_a_row_with_null_in_its_key_is_kept_when_unchanged_and_replaced_when_changed(con):
+def test_a_row_with_null_in_its_key_is_kept_when_unchanged_and_replaced_when_changed(con, planner):
     published_and_staged(
         con,
         "topic_stats",
@@ -68,14 +98,14 @@ def test_a_row_with_null_in_its_key_is_kept_when_unchanged_and_replaced_when_cha
         "(1, 'a', null, 2020, 5), (2, 'b', null, null, 3), (3, 'c', 'ICLR', null, 1)",
         "(1, 'a', null, 2020, 5), (2, 'b', null, null, 4), (3, 'c', 'ICLR', null, 1)",
     )
-    assert plan(con, "topic_stats", ("topic_id", "venue", "year")) == (
+    assert plan(con, "topic_stats", ("topic_id", "venue", "year"), planner) == (
         [(2, None, None)],
         [(2, "b", None, None, 4)],
     )
-    assert publish_plan(con, "topic_stats", ("topic_id", "venue", "year")) == (1, 1)
+    assert publish_plan(con, "topic_stats", ("topic_id", "venue", "year"), planner) == (1, 1)
 
 
-def test_lists_and_structs_that_hash_alike_in_duckdb_are_still_changes(con):
+def test_lists_and_structs_that_hash_alike_in_duckdb_are_still_changes(con, planner):
     # DuckDB's hash() alone gives each of these pairs one value.
     published_and_staged(
         con,
@@ -88,13 +118,13 @@ def test_lists_and_structs_that_hash_alike_in_duckdb_are_still_changes(con):
         "('moved', ['a'], ['b', 'c'], []), ('struct', [], [], [{'url': null, 'kind': null}]), "
         "('same', ['a'], [], [])",
     )
-    removed, added = plan(con, "papers", ("paper_id",))
+    removed, added = plan(con, "papers", ("paper_id",), planner)
     assert removed == [("empty",), ("moved",), ("null_element",), ("struct",)]
     assert [row[0] for row in added] == ["empty", "moved", "null_element", "struct"]
-    assert publish_plan(con, "papers", ("paper_id",)) == (4, 4)
+    assert publish_plan(con, "papers", ("paper_id",), planner) == (4, 4)
 
 
-def test_repeated_rows_count_as_except_all_counts_them(con):
+def test_repeated_rows_count_as_except_all_counts_them(con, planner):
     published_and_staged(
         con,
         "mentions",
@@ -102,7 +132,7 @@ def test_repeated_rows_count_as_except_all_counts_them(con):
         "('p1', 'dataset', 'MNIST'), ('p2', 'dataset', 'CIFAR'), ('p2', 'dataset', 'CIFAR')",
         "('p1', 'dataset', 'MNIST'), ('p1', 'dataset', 'MNIST'), ('p2', 'dataset', 'CIFAR')",
     )
-    assert plan(con, "mentions", ("paper_id", "kind", "name")) == (
+    assert plan(con, "mentions", ("paper_id", "kind", "name"), planner) == (
         [("p2", "dataset", "CIFAR")],
         [("p1", "dataset", "MNIST")],
     )
@@ -143,3 +173,25 @@ def test_the_next_run_of_a_process_takes_what_it_published_until_the_catalog_cha
     os.utime(settings.catalog_path, ns=(stat.st_atime_ns, stat.st_mtime_ns + 1_000))
     again = publish.previous_version(settings)
     assert again is not kept and again.version == kept.version
+
+
+def test_kept_row_hashes_serve_only_the_snapshot_that_wrote_them(con, tmp_path):
+    """`PublishedRows` is read only while the catalog's latest snapshot is the one whose
+    commit kept it: after any other commit, or in another catalog, the plan reads the
+    catalog instead."""
+    settings = Settings(warehouse=tmp_path / "warehouse")
+    con.execute(f"create table {LAKE}.main.topics (topic_id integer, label varchar)")
+    con.execute(f"insert into {LAKE}.main.topics values (1, 'a'), (2, 'b')")
+    frame = con.table(f"{LAKE}.main.topics").pl()
+    kept = PublishedRows(settings)
+    hashes = {name: row_hashes(frame.clear(), ("topic_id",)) for name in TABLE_KEYS}
+    hashes["topics"] = row_hashes(frame, ("topic_id",))
+    kept.save(con, hashes)
+    loaded = kept.load(con)
+    assert loaded is not None and loaded["topics"].equals(hashes["topics"])
+    assert loaded["topics"].columns == ["topic_id", "_row_hash", "_copy"]
+    elsewhere = PublishedRows(Settings(warehouse=tmp_path / "other"))
+    elsewhere.folder = kept.folder  # the same files, said of another catalog
+    assert elsewhere.load(con) is None
+    con.execute(f"insert into {LAKE}.main.topics values (3, 'c')")  # another commit
+    assert kept.load(con) is None
