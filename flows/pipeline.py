@@ -267,7 +267,7 @@ class Planned:
 
     con: duckdb.DuckDBPyConnection
     plans: dict[str, str]
-    hashes: dict[str, pl.DataFrame]  # publish.row_hashes of each keyed table
+    hashes: dict[str, pl.DataFrame] | None  # publish.row_hashes of each keyed table, if kept
 
     def close(self) -> None:
         """Drop the plans: detach the catalog and close the connection (idempotent)."""
@@ -281,9 +281,11 @@ def plan_publish(tables: dict[str, pl.DataFrame], settings: Settings) -> Planned
     """Plan the keyed tables' changes against the catalog (which this attaches and locks for
     writing) and stage them, ready for the commit once the checks pass."""
     frames = {name: tables[name] for name in publish.TABLE_KEYS}
-    hashes = {
-        name: publish.row_hashes(frames[name], keys) for name, keys in publish.TABLE_KEYS.items()
-    }
+    hashes = None
+    if sum(frame.height for frame in frames.values()) >= publish.HASHED_PLAN_ROWS:
+        hashes = {
+            name: publish.row_hashes(frames[name], k) for name, k in publish.TABLE_KEYS.items()
+        }
     con = connect(extensions=())
     try:
         return Planned(con, publish.prepare(con, settings, frames, hashes), hashes)
@@ -321,9 +323,8 @@ def publish_snapshot(
         finally:
             con.close()
     staged({name: tables[name] for name in publish.HISTORY_TABLES}, planned.con)
-    return publish.commit(
-        planned.con, planned.plans, message, manifest, dim, (settings, planned.hashes)
-    )
+    kept = (settings, planned.hashes) if planned.hashes is not None else None
+    return publish.commit(planned.con, planned.plans, message, manifest, dim, kept)
 
 
 def warm_up(settings: Settings) -> None:

@@ -216,3 +216,30 @@ def test_second_run_at_once_waits_for_the_first(tmp_path):
 def test_diff_of_unknown_version_is_a_clear_error(sample_run):
     result = CliRunner().invoke(app, ["diff", "1", "9", "-w", str(sample_run.settings.warehouse)])
     assert result.exit_code == 1 and "version 9 is not a published version" in result.output
+
+
+def test_a_publish_planned_from_kept_row_hashes_publishes_what_one_planned_from_the_catalog_does(
+    prefect_server, raw_copy, tmp_path, monkeypatch
+):
+    """The same two runs into two warehouses: one plans its publish from the row hashes its
+    last commit kept (as warehouses of 20,000 rows and more do), the other by comparing
+    with the catalog. Every table of both versions holds the same content."""
+    hashed = Settings(warehouse=tmp_path / "hashed")
+    compared = Settings(warehouse=tmp_path / "compared")
+    plans = ((hashed, 0), (compared, 10**12))  # HASHED_PLAN_ROWS
+
+    def run_both(version: int) -> None:
+        for settings, rows in plans:
+            monkeypatch.setattr(publish, "HASHED_PLAN_ROWS", rows)
+            run = paperlake(raw=[str(raw_copy)], warehouse=str(settings.warehouse))
+            assert run.version == version
+            with open_lake(settings, extensions=()) as con:  # what the next plan will use
+                assert (publish.PublishedRows(settings).load(con) is not None) == (rows == 0)
+
+    run_both(1)
+    add_new_dump(raw_copy)
+    run_both(2)
+    for version in (1, 2):
+        _, hashed_tables, _ = history.checksums(hashed, version)
+        _, compared_tables, _ = history.checksums(compared, version)
+        assert hashed_tables == compared_tables, version
