@@ -100,6 +100,8 @@ def main() -> None:
             if "handed to paperlake serve" not in result["output"]:
                 raise RuntimeError(f"the run was not handed over:\n{result['output'][-2000:]}")
             rows["serve running"].append(result)
+            print(f"handed to serve, round {len(rows['serve running'])}: "
+                  f"{result['seconds']:.2f} s", flush=True)  # fmt: skip
             rows["versions"].append(timed(versions, env=env))
     finally:
         stop(serve)
