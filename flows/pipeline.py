@@ -54,17 +54,7 @@ def staged(
 ) -> duckdb.DuckDBPyConnection:
     """A fresh in-memory DuckDB (or `con`) with `tables` in it (memory.main), for SQL."""
     con = con or connect(extensions=())
-    for name, frame in tables.items():
-        con.register(f"{name}_frame", frame)
-    # One script: each statement's end would wait for the GIL (see publish.prepare).
-    con.execute(
-        ";\n".join(
-            f"create or replace table memory.main.{name} as select * from {name}_frame"
-            for name in tables
-        )
-    )
-    for name in tables:
-        con.unregister(f"{name}_frame")
+    publish.stage_frames(con, tables)
     return con
 
 

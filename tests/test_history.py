@@ -227,18 +227,30 @@ def test_a_publish_planned_from_kept_row_hashes_publishes_what_one_planned_from_
     hashed = Settings(warehouse=tmp_path / "hashed")
     compared = Settings(warehouse=tmp_path / "compared")
     plans = ((hashed, 0), (compared, 10**12))  # HASHED_PLAN_ROWS
+    planned_from_hashes = []
+    plan_from_hashes = publish.plan_from_hashes
 
-    def run_both(version: int) -> None:
+    def counted(con, frames, *args, **kwargs):
+        planned_from_hashes.append(sorted(frames))
+        return plan_from_hashes(con, frames, *args, **kwargs)
+
+    monkeypatch.setattr(publish, "plan_from_hashes", counted)
+
+    def run_both(version: int) -> list[int]:
+        calls = []
         for settings, rows in plans:
             monkeypatch.setattr(publish, "HASHED_PLAN_ROWS", rows)
+            before = len(planned_from_hashes)
             run = paperlake(raw=[str(raw_copy)], warehouse=str(settings.warehouse))
             assert run.version == version
+            calls.append(len(planned_from_hashes) - before)
             with open_lake(settings, extensions=()) as con:  # what the next plan will use
                 assert (publish.PublishedRows(settings).load(con) is not None) == (rows == 0)
+        return calls
 
-    run_both(1)
+    assert run_both(1) == [0, 0]  # nothing kept yet: both compare with the catalog
     add_new_dump(raw_copy)
-    run_both(2)
+    assert run_both(2) == [1, 0]
     for version in (1, 2):
         _, hashed_tables, _ = history.checksums(hashed, version)
         _, compared_tables, _ = history.checksums(compared, version)
