@@ -155,9 +155,11 @@ def top_k(block: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
     width = n // k
     if width >= 8:
         floor = block[:, : k * width].reshape(rows, k, width).max(axis=2).min(axis=1)
-        row, col = np.nonzero(block >= floor[:, None])
-        counts = np.bincount(row, minlength=rows)
-        if len(row) <= rows * TOP_K_SURVIVORS * k and (counts >= k).all():
+        above = block >= floor[:, None]
+        counts = above.sum(axis=1)
+        # Counted before the candidates are listed: rows of copies would list every score.
+        if counts.sum() <= rows * TOP_K_SURVIVORS * k and (counts >= k).all():
+            row, col = np.nonzero(above)
             scores = block[row, col]
             order = np.lexsort((col, -scores, row))  # by row, score down, then column
             firsts = np.concatenate(([0], np.cumsum(counts)[:-1]))
