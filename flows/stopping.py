@@ -52,8 +52,9 @@ class SignalStop:
 
     def __enter__(self) -> SignalStop:
         # Prefect's own SIGTERM handler logs the stop as a task or flow crash before ours
-        # runs; the one line says it, so those records are dropped.
-        for name in ("prefect.task_runs", "prefect.flow_runs"):
+        # runs (as prefect.engine while a task run is still being set up); the one line
+        # says it, so those records are dropped.
+        for name in ("prefect.task_runs", "prefect.flow_runs", "prefect.engine"):
             logging.getLogger(name).addFilter(not_a_termination)
         self.receiver, self.sender = socket.socketpair()
         self.receiver.setblocking(False)
