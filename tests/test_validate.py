@@ -341,3 +341,22 @@ def test_data_docs_templates_are_compiled_once_a_process(validator, monkeypatch)
     )
     texts = [strip.sub("", p.read_text()) for p in pages]
     assert "Data asset: papers" in texts[1] and texts[0] == texts[1]
+
+
+def test_a_warmed_up_process_validates_without_defining_a_suite(tmp_path, monkeypatch):
+    """`warm_up(root)` (what `paperlake serve` does at its start) opens the project and
+    defines every suite, so that its first run only validates."""
+    root = tmp_path / "gx"
+    validate.warm_up(root)
+    project = validate.GxProject.at(root)
+    assert len(project.definitions) == len(validate.suite_names())
+
+    def defined_again(suite):
+        raise AssertionError(f"suite {suite.name} defined again")
+
+    monkeypatch.setattr(project, "define", defined_again)
+    checked = validate.Validator(root, "first-run")
+    results = checked.validate("papers", papers(venue=["ICLR", None]), PARAMS)
+    assert checked.ran_gx and not results.filter(pl.col("blocking") & ~pl.col("success")).height
+    warned = results.filter(~pl.col("success")).select("column_name", "unexpected_ids").rows()
+    assert warned == [("venue", ["00000000000000bb"])]
