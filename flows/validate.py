@@ -582,6 +582,20 @@ class Validator:
         """The local Data Docs site."""
         return self.root / "gx" / "uncommitted" / "data_docs" / "local_site"
 
+    def page_suites(self) -> None:
+        """Render now the Data Docs page of every suite defined anew in this process, where
+        the site exists: a later build renders only its run's results and the index."""
+        from great_expectations.data_context.types.resource_identifiers import (
+            ExpectationSuiteIdentifier,
+        )
+
+        project = self._project
+        if project is None or not project.unpaged or not (self.site / "index.html").exists():
+            return
+        pages = [ExpectationSuiteIdentifier(name=name) for name in sorted(project.unpaged)]
+        self.context.build_data_docs(resource_identifiers=pages)
+        project.unpaged.clear()
+
     def build_docs(self) -> Path | None:
         """Rebuild the HTML Data Docs over the latest runs; returns the index page.
 
@@ -633,8 +647,8 @@ class Validator:
 
 def warm_up(root: Path | None = None) -> None:
     """Import Great Expectations now (about 2 s), in a process that will validate often;
-    with `root`, also open the project there and define every suite in it, as the first
-    run of the process would (about 0.7 s)."""
+    with `root`, also open the project there, define every suite in it and render the
+    suites' Data Docs pages, as the first run of the process would (about 1 s)."""
     _quiet_gx()
     import great_expectations  # noqa: F401
 
@@ -642,6 +656,7 @@ def warm_up(root: Path | None = None) -> None:
         validator = Validator(root, "warm-up")
         for name in suite_names():
             validator._definition(Suite.load(name).row_level())
+        validator.page_suites()
 
 
 def result_for(results: list, expectation: dict):

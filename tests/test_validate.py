@@ -360,3 +360,26 @@ def test_a_warmed_up_process_validates_without_defining_a_suite(tmp_path, monkey
     assert checked.ran_gx and not results.filter(pl.col("blocking") & ~pl.col("success")).height
     warned = results.filter(~pl.col("success")).select("column_name", "unexpected_ids").rows()
     assert warned == [("venue", ["00000000000000bb"])]
+
+
+def test_a_warmed_up_process_renders_only_its_runs_pages(tmp_path, monkeypatch):
+    """Where the Data Docs exist, `warm_up(root)` renders the suites' pages, so that the
+    first run's build renders its results and the index, not every suite page again."""
+    root = tmp_path / "gx"
+    first = validate.Validator(root, "earlier-process")
+    first.validate("papers", papers(), PARAMS)
+    assert first.build_docs() is not None
+    monkeypatch.setattr(validate.GxProject, "open", {})  # as in a new process
+    validate.warm_up(root)
+    project = validate.GxProject.at(root)
+    assert project.unpaged == set()
+    built = []
+    monkeypatch.setattr(
+        project.context, "build_data_docs", lambda resource_identifiers=None: built.extend(
+            type(key).__name__ for key in resource_identifiers or ["everything"]
+        )
+    )  # fmt: skip
+    run = validate.Validator(root, "first-run")
+    run.validate("papers", papers(venue=["ICLR", None]), PARAMS)
+    run.build_docs()
+    assert built == ["ValidationResultIdentifier"]
