@@ -333,11 +333,12 @@ def publish_snapshot(
 def warm_up(settings: Settings) -> None:
     """Load and import now what a run of `settings` uses on its way: the model (and the fp32
     model its agreement check uses), Great Expectations (its project in the warehouse, every
-    suite defined) and scikit-learn: `paperlake serve` does it once for all the runs it
-    serves."""
+    suite defined), scikit-learn and the latest version's state: `paperlake serve` does it
+    once for all the runs it serves."""
     embed.warm_up(settings.model, settings.device, settings.precision)
     validate.warm_up(settings.warehouse / "gx")
     aggregate.warm_up()
+    publish.previous_version(settings)  # read once; kept while the catalog is unchanged
 
 
 def flow_parameter_type(kind: Any) -> Any:

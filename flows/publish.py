@@ -152,14 +152,18 @@ def remember_published(
 
 
 def previous_version(settings: Settings) -> Previous:
-    """The latest version's state a run needs: as this process published it, while the
-    catalog is unchanged since; else read in one attach of the catalog."""
+    """The latest version's state a run needs: as this process published or last read it,
+    while the catalog is unchanged since; else read in one attach of the catalog."""
     if not catalog_exists(settings):
         return Previous()
-    kept = _PUBLISHED.get(settings.catalog_path.resolve())
-    if kept and kept[0] == catalog_stamp(settings):
+    key, stamp = settings.catalog_path.resolve(), catalog_stamp(settings)
+    kept = _PUBLISHED.get(key)
+    if kept and kept[0] == stamp:
         return kept[1]
-    return read_previous(settings)
+    found = read_previous(settings)
+    if stamp is not None:  # taken before the read: a commit since makes it differ
+        _PUBLISHED[key] = (stamp, found)
+    return found
 
 
 def read_previous(settings: Settings) -> Previous:

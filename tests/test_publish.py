@@ -173,6 +173,7 @@ def test_the_next_run_of_a_process_takes_what_it_published_until_the_catalog_cha
     os.utime(settings.catalog_path, ns=(stat.st_atime_ns, stat.st_mtime_ns + 1_000))
     again = publish.previous_version(settings)
     assert again is not kept and again.version == kept.version
+    assert publish.previous_version(settings) is again  # what was read is kept too
 
 
 def test_kept_row_hashes_serve_only_the_snapshot_that_wrote_them(con, tmp_path):
