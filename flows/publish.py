@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import os
 import signal
 from dataclasses import dataclass, field
@@ -519,13 +520,17 @@ class PublishedRows:
 
     def save(self, con: duckdb.DuckDBPyConnection, hashes: dict[str, pl.DataFrame]) -> None:
         """Keep `hashes` (`row_hashes` of each keyed table), just committed on `con` under
-        the run lock."""
-        self.folder.mkdir(parents=True, exist_ok=True)
-        self.stamp_path.unlink(missing_ok=True)
-        for name in TABLE_KEYS:
-            write_atomically(self.folder / f"{name}.parquet", hashes[name].write_parquet)
-        stamp = json.dumps(self.stamp(con))
-        write_atomically(self.stamp_path, lambda tmp: Path(tmp).write_text(stamp))
+        the run lock. The version is published already: a cache that cannot be written
+        (a full disk) is left without its stamp, and the next plan reads the catalog."""
+        try:
+            self.folder.mkdir(parents=True, exist_ok=True)
+            self.stamp_path.unlink(missing_ok=True)
+            for name in TABLE_KEYS:
+                write_atomically(self.folder / f"{name}.parquet", hashes[name].write_parquet)
+            stamp = json.dumps(self.stamp(con))
+            write_atomically(self.stamp_path, lambda tmp: Path(tmp).write_text(stamp))
+        except OSError as exc:
+            logging.getLogger("paperlake").warning("row hashes not kept: %s", exc)
 
 
 def write_atomically(path: Path, write) -> None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import shutil
+
 import pytest
 
 from flows.lake import LAKE, attach, connect
@@ -195,4 +197,9 @@ def test_kept_row_hashes_serve_only_the_snapshot_that_wrote_them(con, tmp_path):
     elsewhere.folder = kept.folder  # the same files, said of another catalog
     assert elsewhere.load(con) is None
     con.execute(f"insert into {LAKE}.main.topics values (3, 'c')")  # another commit
+    assert kept.load(con) is None
+    # A cache that cannot be written leaves the published version as it is, and no stamp.
+    shutil.rmtree(kept.folder)
+    kept.folder.write_text("a file where the folder would be")
+    kept.save(con, hashes)
     assert kept.load(con) is None
