@@ -17,6 +17,7 @@ import polars as pl
 
 from flows import projection, tables
 from flows.embed import compute_threads
+from flows.files import write_atomically
 from flows.lake import read_sql
 from flows.settings import NEIGHBOR_METHODS, SQL_DIR
 from flows.tables import sql_tables
@@ -301,10 +302,7 @@ class NeighbourLists:
         papers = pl.DataFrame({"paper_id": ids}, schema={"paper_id": pl.String})
         alone = papers.join(found, on="paper_id", how="anti")
         rows = pl.concat([found, alone], how="diagonal_relaxed")
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = self.path.with_suffix(f".tmp-{os.getpid()}")
-        rows.write_parquet(tmp)
-        os.replace(tmp, self.path)
+        write_atomically(self.path, rows.write_parquet)
 
 
 def row_blocks(n: int, pieces: int) -> list[tuple[int, int]]:
@@ -846,10 +844,7 @@ class PaperRows:
 
     def save(self, rows: pl.DataFrame) -> None:
         """Replace the cache by `rows`; files of other SQL texts or inputs go."""
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = self.path.with_suffix(f".tmp-{os.getpid()}")
-        rows.write_parquet(tmp)
-        os.replace(tmp, self.path)
+        write_atomically(self.path, rows.write_parquet)
         for stale in self.path.parent.glob(f"{self.stem}-*.parquet"):
             if stale != self.path:
                 stale.unlink(missing_ok=True)
@@ -932,10 +927,8 @@ class TermCounts:
         texts or token caches go."""
         if self.path is None:
             return
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = self.path.with_suffix(f".tmp-{os.getpid()}")
-        pl.concat([counted, words, counts], how="diagonal_relaxed").write_parquet(tmp)
-        os.replace(tmp, self.path)
+        state = pl.concat([counted, words, counts], how="diagonal_relaxed")
+        write_atomically(self.path, state.write_parquet)
         for stale in self.path.parent.glob("term-counts-*.parquet"):
             if stale != self.path:
                 stale.unlink(missing_ok=True)

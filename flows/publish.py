@@ -21,6 +21,7 @@ import duckdb
 import numpy as np
 import polars as pl
 
+from flows.files import write_atomically
 from flows.lake import LAKE, attach, catalog_exists, catalog_name, connect, read_sql
 from flows.settings import Settings
 from flows.tables import history_tables, keyed_tables
@@ -523,21 +524,13 @@ class PublishedRows:
         the run lock. The version is published already: a cache that cannot be written
         (a full disk) is left without its stamp, and the next plan reads the catalog."""
         try:
-            self.folder.mkdir(parents=True, exist_ok=True)
             self.stamp_path.unlink(missing_ok=True)
             for name in TABLE_KEYS:
                 write_atomically(self.folder / f"{name}.parquet", hashes[name].write_parquet)
             stamp = json.dumps(self.stamp(con))
-            write_atomically(self.stamp_path, lambda tmp: Path(tmp).write_text(stamp))
+            write_atomically(self.stamp_path, lambda tmp: tmp.write_text(stamp))
         except OSError as exc:
             logging.getLogger("paperlake").warning("row hashes not kept: %s", exc)
-
-
-def write_atomically(path: Path, write) -> None:
-    """`write(tmp)` then move tmp onto `path`: readers see the old file or the new one."""
-    tmp = path.with_suffix(f".{os.getpid()}.tmp")
-    write(tmp)
-    os.replace(tmp, path)
 
 
 def commit(

@@ -24,6 +24,7 @@ from pathlib import Path
 import polars as pl
 
 from flows import tables
+from flows.files import write_atomically
 from flows.lake import read_sql
 from flows.settings import EXPECTATIONS_DIR
 
@@ -278,13 +279,9 @@ class RowMemo:
         for old in self.path.parent.glob(f"{table}-*"):
             if old.stem != self.path.name:
                 old.unlink(missing_ok=True)
-        for suffix, write in (
-            (".parquet", rows.write_parquet),
-            (".json", lambda f: Path(f).write_text(json.dumps(fields))),
-        ):
-            tmp = self.path.with_suffix(f".{os.getpid()}.tmp")
-            write(tmp)
-            os.replace(tmp, self.path.with_suffix(suffix))
+        write_atomically(self.path.with_suffix(".parquet"), rows.write_parquet)
+        text = json.dumps(fields)
+        write_atomically(self.path.with_suffix(".json"), lambda tmp: tmp.write_text(text))
 
 
 class GxProject:
