@@ -339,6 +339,37 @@ def test_a_new_dense_theme_becomes_a_new_topic_and_old_ids_persist():
     ]
 
 
+def test_a_topic_keeps_its_centroid_while_its_papers_mean_stays_near_it():
+    rng = np.random.default_rng(7)
+    centres = unit(rng.normal(size=(3, 64)))
+    old = themes(centres, 200, seed=8)  # 600 papers on 3 themes
+    old_ids = [f"a{i:03d}" for i in range(600)]
+    topics, centroids, _ = aggregate.cluster_topics(old_ids, old, 3, seed=42)
+    previous = {t: np.asarray(c, dtype=np.float32) for t, c in centroids.iter_rows()}
+    # Two papers join one topic: every old paper's row is the same, bit for bit.
+    new = themes(centres[:1], 2, seed=9)
+    ids = old_ids + ["b000", "b001"]
+    grown, grown_centroids, note = aggregate.cluster_topics(
+        ids, np.vstack([old, new]), None, 42, previous, previous_papers=set(old_ids)
+    )
+    assert note.startswith("updated: 2 papers new")
+    assert grown.filter(pl.col("paper_id").is_in(old_ids)).equals(topics)
+    assert grown_centroids.equals(centroids)
+    # A held centroid 1 degree from its papers' mean stays; one 3 degrees off follows them.
+    labels = np.zeros(200, np.int64)
+    mean = unit(old[:200].mean(axis=0, keepdims=True))[0]
+    side = unit((centres[1] - (centres[1] @ mean) * mean)[None])[0]
+    for degrees, stays in ((1.0, True), (3.0, False)):
+        angle = np.radians(degrees)
+        held = (np.cos(angle) * mean + np.sin(angle) * side).astype(np.float32)
+        frame, made = aggregate.topic_frames(old_ids[:200], old[:200], labels, {0: 0}, {0: held})
+        centroid = np.asarray(made["centroid"][0], dtype=np.float32)
+        assert np.array_equal(centroid, held) is stays
+        assert np.allclose(centroid, held if stays else mean, atol=1e-6)
+        expected = 1.0 - old[:200].astype(np.float64) @ centroid.astype(np.float64)
+        assert np.allclose(frame["distance"].to_numpy(), expected, atol=1e-6)
+
+
 def test_topics_drift_or_a_request_refit_them():
     rng = np.random.default_rng(3)
     centres = unit(rng.normal(size=(8, 64)))
