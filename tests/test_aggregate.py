@@ -279,12 +279,19 @@ def test_updating_last_runs_lists_equals_searching_again():
     assert pairs["score"].null_count() == pairs["score_fresh"].null_count() == 0
     assert np.allclose(pairs["score"], pairs["score_fresh"], atol=1e-6)
     assert not updated["neighbor_id"].is_in(every[100:120]).any()
+    # Each paper's rows together and best first, as a new search gives them.
+    runs = updated["paper_id"].rle()
+    assert runs.struct.field("value").n_unique() == runs.len() == 880
+    ranked = updated.sort(["paper_id", "score", "neighbor_id"], descending=[False, True, False])
+    assert updated.sort("paper_id", maintain_order=True).equals(ranked)
     top, near = aggregate.split_candidates(updated, 10, 0.9)
     top_fresh, near_fresh = aggregate.split_candidates(fresh, 10, 0.9)
-    assert top.select("paper_id", "neighbor_id").equals(top_fresh.select("paper_id", "neighbor_id"))
-    assert near.select("paper_id", "neighbor_id").equals(
-        near_fresh.select("paper_id", "neighbor_id")
-    )
+
+    def ids(frame: pl.DataFrame) -> pl.DataFrame:
+        return frame.select("paper_id", "neighbor_id").sort("paper_id", maintain_order=True)
+
+    assert ids(top).equals(ids(top_fresh)) and top.height == 8800
+    assert ids(near).equals(ids(near_fresh))
 
 
 def test_neighbour_lists_are_kept_per_model_and_width(tmp_path):
