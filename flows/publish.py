@@ -438,12 +438,16 @@ HASHED_PLAN_ROWS = 20_000
 
 def row_hashes(frame: pl.DataFrame, keys: tuple[str, ...]) -> pl.DataFrame:
     """Each row's key, a 64-bit hash of the whole row, and its copy number among rows equal
-    in key and hash (so that n copies against m count as EXCEPT ALL counts them)."""
-    return (
-        frame.select(keys)
-        .with_columns(frame.hash_rows().alias(ROW_HASH))
-        .with_columns(pl.int_range(pl.len(), dtype=pl.UInt32).over([*keys, ROW_HASH]).alias(COPY))
-    )
+    in key and hash (so that n copies against m count as EXCEPT ALL counts them).
+
+    Where no two rows hash alike every copy number is 0: counting them over 1.1 million
+    neighbour rows takes 0.8 s, seeing that the hashes are distinct 0.02 s.
+    """
+    hashed = frame.select(keys).with_columns(frame.hash_rows().alias(ROW_HASH))
+    if hashed[ROW_HASH].n_unique() == hashed.height:
+        return hashed.with_columns(pl.lit(0, dtype=pl.UInt32).alias(COPY))
+    copy = pl.int_range(pl.len(), dtype=pl.UInt32).over([*keys, ROW_HASH])
+    return hashed.with_columns(copy.alias(COPY))
 
 
 def plan_from_hashes(
