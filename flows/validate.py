@@ -419,16 +419,8 @@ class Validator:
         stored_rows = known.height
         if checked:
             fields, failures = self._run_gx(suite.row_level(), fresh, parameters)
-            fresh_failed = pl.DataFrame(
-                {
-                    "row_hash": fresh[ROW_HASH],
-                    "failed": [
-                        [i for i, bad in enumerate(failures) if h in bad] for h in fresh[ROW_HASH]
-                    ],
-                },
-                schema={"row_hash": pl.UInt64, "failed": pl.List(pl.UInt16)},
-            )
-            known = pl.concat([known, fresh_failed]).unique("row_hash", keep="first")
+            known = pl.concat([known, failed_lists(fresh[ROW_HASH], failures)])
+            known = known.unique("row_hash", keep="first")
         current = pl.DataFrame({"row_hash": hashes}).join(
             known, on="row_hash", how="left", maintain_order="left"
         )
@@ -694,6 +686,24 @@ def scratch_database():
     import duckdb
 
     return duckdb.connect(config={"threads": 1})
+
+
+def failed_lists(hashes: pl.Series, failures: list[set[int]]) -> pl.DataFrame:
+    """row_hash and failed (the indices of the expectations whose failing rows hold that
+    hash, ascending) for each of `hashes`: built from the few failures, where a list made
+    in Python for every row took 0.7 s for 75,000 rows."""
+    schema = {"row_hash": pl.UInt64, "failed": pl.List(pl.UInt16)}
+    pairs = pl.DataFrame(
+        [(h, i) for i, bad in enumerate(failures) for h in bad],
+        schema={"row_hash": pl.UInt64, "index": pl.UInt16},
+        orient="row",
+    )
+    lists = pairs.group_by("row_hash").agg(pl.col("index").unique().sort().alias("failed"))
+    found = pl.DataFrame({"row_hash": hashes}, schema={"row_hash": pl.UInt64}).join(
+        lists, on="row_hash", how="left", maintain_order="left"
+    )
+    empty = pl.lit([], dtype=pl.List(pl.UInt16))
+    return found.with_columns(pl.col("failed").fill_null(empty)).cast(schema)
 
 
 def duplicate_rows(frame: pl.DataFrame, columns: list[str]) -> pl.DataFrame:

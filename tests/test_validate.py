@@ -383,3 +383,14 @@ def test_a_warmed_up_process_renders_only_its_runs_pages(tmp_path, monkeypatch):
     run.validate("papers", papers(venue=["ICLR", None]), PARAMS)
     run.build_docs()
     assert built == ["ValidationResultIdentifier"]
+
+
+def test_failed_lists_name_each_rows_failed_expectations_in_order():
+    from flows.validate import failed_lists
+
+    hashes = pl.Series([5, 7, 9, 7], dtype=pl.UInt64)
+    made = failed_lists(hashes, [{7}, set(), {9, 7}, {1}])  # hash 1 is not among the rows
+    assert made["row_hash"].to_list() == [5, 7, 9, 7]
+    assert made["failed"].to_list() == [[], [0, 2], [2], [0, 2]]
+    assert made.schema["failed"] == pl.List(pl.UInt16)
+    assert failed_lists(hashes, [set(), set()])["failed"].to_list() == [[], [], [], []]
