@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import hashlib
+
 import numpy as np
 import polars as pl
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from flows import embed
 
@@ -91,3 +95,10 @@ def test_vectors_do_not_depend_on_the_order_papers_come_in():
     a = first.sort("paper_id")["embedding"].to_list()
     b = second.sort("paper_id")["embedding"].to_list()
     assert np.array_equal(np.asarray(a), np.asarray(b))  # bit for bit
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.text(), max_size=40))
+def test_text_hashes_are_the_sha256_of_each_texts_utf8_bytes_in_order(texts):
+    expected = [hashlib.sha256(t.encode("utf-8")).hexdigest()[:32] for t in texts]
+    assert embed.text_sha256(pl.Series("text", texts, dtype=pl.String)).to_list() == expected
