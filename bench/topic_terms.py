@@ -104,8 +104,8 @@ def measure(n: int, sql: str, work: Path, repeats: int) -> dict[str, object]:
     counted(staged(*first), counts_cache, first[1])
     cold = time.perf_counter() - started
     full_cache.mkdir()
-    for path in counts_cache.glob("aggregate-paper_tokens-*.parquet"):
-        shutil.copy(path, full_cache)  # the same tokens: both calls read the 1% only
+    for path in counts_cache.glob("aggregate-paper_tokens-*"):
+        shutil.copytree(path, full_cache / path.name)  # the same tokens: both read the 1% only
     full(staged(*first), full_cache, sql)
     timings: dict[str, list[tuple[float, float]]] = {"full": [], "counts": []}
     rows: dict[str, list[tuple]] = {}

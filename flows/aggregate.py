@@ -6,6 +6,7 @@ import hashlib
 import importlib.util
 import math
 import os
+import shutil
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import lru_cache
@@ -786,12 +787,17 @@ class PaperRows:
     from fixed tables (a seed, the stop words), kept in the cache per paper: a run runs
     the SQL over the papers it has not seen only, so it costs what changed.
 
-    One Parquet file per SQL text, fixed tables and DuckDB version, rewritten atomically
-    to the current papers after each build: the SQL's rows, and one row per paper read
-    with the digest of the columns it was read from (sql/aggregate/paper_digests.sql),
-    which also remembers the papers that gave no rows. Without a folder, `build` runs the
-    SQL over all papers.
+    One folder per SQL text, fixed tables and DuckDB version, of Parquet files that hold
+    the SQL's rows of the current papers, and one row per paper read with the digest of
+    the columns it was read from (sql/aggregate/paper_digests.sql), which also remembers
+    the papers that gave no rows. A run that only adds papers writes their rows as a new
+    part (`part-N`), beside what is there; one where papers left or changed text, or that
+    finds PARTS_MAX parts, writes all current rows as one `whole-N`, which supersedes every
+    file numbered below it. Each file is written atomically. Without a folder, `build`
+    runs the SQL over all papers.
     """
+
+    PARTS_MAX = 16
 
     def __init__(
         self,
@@ -805,13 +811,13 @@ class PaperRows:
         """
         self.digests = read_sql("aggregate/paper_digests")
         self.sql = read_sql(name)
-        self.path: Path | None = None
+        self.path: Path | None = None  # the folder of the files
         if folder is not None:
             key = hashlib.sha256(f"{duckdb.__version__}\n{self.sql}".encode())
             for table in reads:
                 key.update(con.table(table).order("all").pl().write_csv().encode())
             self.stem = name.replace("/", "-")
-            self.path = folder / f"{self.stem}-{key.hexdigest()[:16]}.parquet"
+            self.path = folder / f"{self.stem}-{key.hexdigest()[:16]}"
 
     def build(self, con: duckdb.DuckDBPyConnection, table: str, order: tuple[str, ...]) -> None:
         """Create `table` in `con`: the SQL's rows for all papers, sorted by `order`."""
@@ -834,13 +840,18 @@ class PaperRows:
         stored = self.load()
         read = stored.filter(pl.col("digest").is_not_null()).select("paper_id", "digest")
         keep = digests.join(read, on=["paper_id", "digest"], how="semi")["paper_id"]
-        new = self.run_over(con, digests.filter(~pl.col("paper_id").is_in(keep.implode()))
-                            ["paper_id"])  # fmt: skip
+        todo = digests.filter(~pl.col("paper_id").is_in(keep.implode()))
+        new = self.run_over(con, todo["paper_id"])
         before = pl.concat([new.clear(), stored.filter(pl.col("digest").is_null())],
                            how="diagonal_relaxed").select(new.columns)  # fmt: skip
-        kept = before.filter(pl.col("paper_id").is_in(keep.implode()))
-        rows = pl.concat([kept, new], how="diagonal_relaxed")
-        self.save(pl.concat([rows, digests], how="diagonal_relaxed"))
+        if keep.len() == read.height:  # every paper held is here, its text unchanged
+            rows = pl.concat([before, new], how="diagonal_relaxed")
+            if todo.height:
+                self.save(pl.concat([new, todo], how="diagonal_relaxed"), whole=False)
+        else:
+            kept = before.filter(pl.col("paper_id").is_in(keep.implode()))
+            rows = pl.concat([kept, new], how="diagonal_relaxed")
+            self.save(pl.concat([rows, digests], how="diagonal_relaxed"), whole=True)
         return PaperRowsUpdate(rows, digests, before, read)
 
     def run_over(self, con: duckdb.DuckDBPyConnection, papers: pl.Series) -> pl.DataFrame:
@@ -861,17 +872,43 @@ class PaperRows:
         finally:
             con.execute("drop schema todo cascade")
 
+    def files(self) -> list[tuple[int, Path]]:
+        """The files that hold the current rows, by number: the latest whole and the parts
+        after it."""
+        if self.path is None or not self.path.is_dir():
+            return []
+        found = sorted(
+            (int(f.stem.split("-")[1]), f)
+            for f in self.path.glob("*.parquet")
+            if f.stem.split("-")[0] in ("part", "whole") and f.stem.split("-")[1].isdigit()
+        )
+        wholes = [n for n, f in found if f.stem.startswith("whole-")]
+        return [(n, f) for n, f in found if n >= max(wholes, default=0)]
+
     def load(self) -> pl.DataFrame:
-        """The rows the last build left (the SQL's columns and digest), if any."""
-        if self.path.exists():
-            return pl.read_parquet(self.path)
+        """The rows the last builds left (the SQL's columns and digest), if any."""
+        files = self.files()
+        if files:
+            return pl.concat([pl.read_parquet(f) for _, f in files], how="diagonal_relaxed")
         return pl.DataFrame(schema={"paper_id": pl.String, "digest": pl.String})
 
-    def save(self, rows: pl.DataFrame) -> None:
-        """Replace the cache by `rows`; files of other SQL texts or inputs go."""
-        write_atomically(self.path, rows.write_parquet)
-        for stale in self.path.parent.glob(f"{self.stem}-*.parquet"):
-            if stale != self.path:
+    def save(self, rows: pl.DataFrame, whole: bool) -> None:
+        """Add `rows` as a part, or as the whole (also once PARTS_MAX parts are there);
+        files it supersedes and files of other SQL texts or inputs go."""
+        files = self.files()
+        if not whole and len(files) >= self.PARTS_MAX:
+            rows, whole = pl.concat([self.load(), rows], how="diagonal_relaxed"), True
+        number = max((n for n, _ in files), default=0) + 1
+        self.path.mkdir(parents=True, exist_ok=True)
+        kind = "whole" if whole else "part"
+        write_atomically(self.path / f"{kind}-{number:06d}.parquet", rows.write_parquet)
+        if whole:
+            for _, old in files:
+                old.unlink(missing_ok=True)
+        for stale in self.path.parent.glob(f"{self.stem}-*"):
+            if stale.is_dir() and stale != self.path:
+                shutil.rmtree(stale)
+            elif stale.is_file():  # a file of a former layout
                 stale.unlink(missing_ok=True)
 
 

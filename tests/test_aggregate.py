@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import shutil
+
 import numpy as np
 import polars as pl
 import pytest
@@ -523,11 +525,50 @@ def test_mentions_and_topic_words_are_computed_for_new_papers_only(tmp_path, mon
     p05 = {(kind, name): value for paper, kind, name, value, _ in scratch["mentions"]
            if paper == "p05"}  # fmt: skip
     assert p05 == {("benchmark", "MMLU"): None, ("metric", "accuracy"): "80.1%"}
-    # The cache holds the current papers only, those without mentions too.
-    for path in tmp_path.glob("*.parquet"):
+    # Papers left: the cache holds the current papers only, those without mentions too,
+    # each kind of rows in one whole file.
+    held = [*tmp_path.glob("*/*.parquet"), *tmp_path.glob("*.parquet")]
+    for path in held:
         cached = pl.read_parquet(path)["paper_id"].drop_nulls().unique().sort().to_list()
         assert cached == now["paper_id"].sort().to_list(), path.name
-    assert len(list(tmp_path.glob("*.parquet"))) == 3  # tokens, term counts, mentions
+    assert sorted(p.name for p in held if p.parent != tmp_path) == ["whole-000002.parquet"] * 2
+    assert len(held) == 3  # tokens, mentions, term counts
+
+
+def test_a_run_that_only_adds_papers_adds_a_part_to_the_cache(tmp_path, monkeypatch):
+    """Papers only added: their rows go in a new part beside the old ones (nothing held is
+    rewritten), and the tables equal a build from scratch; PaperRows.PARTS_MAX parts are
+    joined into one whole, and a run that drops a paper rewrites the whole too."""
+    every = corpus_papers(40)
+    monkeypatch.setattr(aggregate.PaperRows, "PARTS_MAX", 3)
+
+    def files() -> list[list[str]]:
+        folders = sorted(f for f in tmp_path.iterdir() if f.is_dir())
+        return [sorted(p.name for p in folder.glob("*.parquet")) for folder in folders]
+
+    assert aggregated(every.head(25), tmp_path) == aggregated(every.head(25))
+    assert files() == [["part-000001.parquet"]] * 2
+    first = [sorted(f.stat().st_mtime_ns for f in d.glob("*")) for d in tmp_path.iterdir()
+             if d.is_dir()]  # fmt: skip
+    assert aggregated(every.head(30), tmp_path) == aggregated(every.head(30))
+    assert files() == [["part-000001.parquet", "part-000002.parquet"]] * 2
+    again = [sorted(f.stat().st_mtime_ns for f in d.glob("part-000001*")) for d in
+             tmp_path.iterdir() if d.is_dir()]  # fmt: skip
+    assert again == first  # the first part was not written again
+    assert aggregated(every.head(30), tmp_path) == aggregated(every.head(30))
+    assert len(files()[0]) == 2  # nothing new: nothing written
+    assert aggregated(every.head(35), tmp_path) == aggregated(every.head(35))
+    assert files() == [["part-000001.parquet", "part-000002.parquet", "part-000003.parquet"]] * 2
+    assert aggregated(every.head(40), tmp_path) == aggregated(every.head(40))
+    assert files() == [["whole-000004.parquet"]] * 2
+    for folder in (f for f in tmp_path.iterdir() if f.is_dir()):
+        held = pl.read_parquet(folder / "whole-000004.parquet")
+        assert held.filter(pl.col("digest").is_not_null())["paper_id"].sort().to_list() == (
+            every["paper_id"].sort().to_list()
+        )
+    dropped = every.filter(pl.col("paper_id") != "p04")
+    assert aggregated(dropped, tmp_path) == aggregated(dropped)
+    assert files() == [["whole-000005.parquet"]] * 2
 
 
 def topic_terms_of(abstracts: dict[str, str], topics: dict[str, int], cache=None):
@@ -639,8 +680,8 @@ def test_topic_terms_follow_papers_that_came_left_moved_or_changed(tmp_path, mon
     texts = {p: abstracts[p] for p in later} | {"p05": texts["p05"]}
     assert topic_terms_of(texts, later, tmp_path) == topic_terms_of(texts, later)
     # Without the tokens the counts were made from, everything is counted again.
-    for path in tmp_path.glob("aggregate-paper_tokens-*.parquet"):
-        path.unlink()
+    for path in tmp_path.glob("aggregate-paper_tokens-*"):
+        shutil.rmtree(path)
     later = {p: t for p, t in later.items() if p != "p12"}
     texts = {p: texts[p] for p in later}
     assert topic_terms_of(texts, later, tmp_path) == topic_terms_of(texts, later)
