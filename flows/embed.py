@@ -17,7 +17,7 @@ import polars as pl
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeRemainingColumn
 
 from flows.encoders import EXPORTED, TorchEncoder, exported_encoder, ready_encoder
-from flows.settings import PACKAGED_MODEL, configure_environment, encoder_cache
+from flows.settings import BATCH_SIZE, PACKAGED_MODEL, configure_environment, encoder_cache
 
 CHUNK_BATCHES = 4  # batches per progress update
 HALF_DTYPES = {"bf16": "bfloat16", "fp16": "float16"}
@@ -235,7 +235,7 @@ def encoding_order(texts: list[str]) -> np.ndarray:
 def encode(
     texts: list[str],
     model: str = PACKAGED_MODEL,
-    batch_size: int = 32,
+    batch_size: int = BATCH_SIZE,
     device: str = "auto",
     precision: str = "auto",
     show_progress: bool = True,
@@ -430,7 +430,7 @@ def agreement_with_fp32(
 def embed_papers(
     papers: pl.DataFrame,
     model: str = PACKAGED_MODEL,
-    batch_size: int = 32,
+    batch_size: int = BATCH_SIZE,
     device: str = "auto",
     precision: str = "auto",
     show_progress: bool = True,

@@ -17,7 +17,7 @@ import logging
 import os
 import shutil
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from functools import partial
 from importlib.metadata import PackageNotFoundError, version
@@ -77,18 +77,28 @@ class GraphEncoder:
     alone (no torch).
 
     Batches are cut from the texts in the order given, so equal inputs give equal batches.
+    `run` takes the batches' inputs one after another and gives their outputs in order
+    (it may run several at a time, as OpenVINO's streams do).
     """
 
     features: Features
     inputs: tuple[str, ...]
-    run: Callable[[dict[str, np.ndarray]], np.ndarray]
+    run: Callable[[Iterator[dict[str, np.ndarray]]], list[np.ndarray]]
 
     def encode(self, texts: list[str], batch_size: int) -> np.ndarray:
-        out = []
-        for start in range(0, len(texts), batch_size):
-            features = self.features(texts[start : start + batch_size])
-            out.append(self.run({name: features[name] for name in self.inputs}))
-        return np.concatenate(out).astype(np.float32, copy=False)
+        feeds = (
+            {name: features[name] for name in self.inputs}
+            for features in (
+                self.features(texts[start : start + batch_size])
+                for start in range(0, len(texts), batch_size)
+            )
+        )
+        return np.concatenate(self.run(feeds)).astype(np.float32, copy=False)
+
+
+def one_at_a_time(infer: Callable[[dict[str, np.ndarray]], np.ndarray]):
+    """A `GraphEncoder.run` that runs each batch when the one before it is done."""
+    return lambda feeds: [infer(feed) for feed in feeds]
 
 
 def st_features(st: Any) -> Features:
@@ -246,19 +256,39 @@ def export_onnx(path: Path, folder: Path) -> None:
 
 
 def openvino_encoder(features: Features, folder: Path, threads: int, hint: str) -> GraphEncoder:
-    """The exported model compiled by OpenVINO for this CPU, computing in `hint` (f32, bf16)."""
+    """The exported model compiled by OpenVINO for this CPU, computing in `hint` (f32, bf16),
+    in streams: each of the `threads` cores runs a batch of its own, where one batch on all
+    of them waits for the slowest (1,000 abstracts on 2 cores: 58 where 54 a second)."""
     import openvino as ov
 
     # Without the hint OpenVINO picks bf16 by itself on CPUs that have it.
-    config = {"INFERENCE_PRECISION_HINT": hint, "INFERENCE_NUM_THREADS": threads}
+    config = {
+        "INFERENCE_PRECISION_HINT": hint,
+        "INFERENCE_NUM_THREADS": threads,
+        "PERFORMANCE_HINT": "THROUGHPUT",
+        "NUM_STREAMS": threads,
+    }
     core = ov.Core()
     if os.access(folder, os.W_OK):  # compiled once, then loaded: 0.07 s where 0.16 s
         core.set_property({"CACHE_DIR": str(folder / "compiled")})
     compiled = core.compile_model(folder / "model.xml", "CPU", config)
-    request = compiled.create_infer_request()
-    output = compiled.outputs[0]
+    queue = ov.AsyncInferQueue(compiled, compiled.get_property("OPTIMAL_NUMBER_OF_INFER_REQUESTS"))
     names = tuple(sorted(next(iter(port.get_names())) for port in compiled.inputs))
-    return GraphEncoder(features, names, lambda feed: request.infer(feed)[output].copy())
+
+    def run(feeds: Iterator[dict[str, np.ndarray]]) -> list[np.ndarray]:
+        out: dict[int, np.ndarray] = {}
+
+        def keep(request, i: int) -> None:
+            out[i] = request.get_output_tensor(0).data.copy()
+
+        queue.set_callback(keep)
+        count = 0
+        for count, feed in enumerate(feeds, start=1):
+            queue.start_async(feed, count - 1)  # waits while every request is busy
+        queue.wait_all()
+        return [out[i] for i in range(count)]
+
+    return GraphEncoder(features, names, run)
 
 
 def onnx_encoder(features: Features, folder: Path, threads: int) -> GraphEncoder:
@@ -272,7 +302,7 @@ def onnx_encoder(features: Features, folder: Path, threads: int) -> GraphEncoder
         str(folder / "model.onnx"), options, providers=["CPUExecutionProvider"]
     )
     names = tuple(i.name for i in session.get_inputs())
-    return GraphEncoder(features, names, lambda feed: session.run(None, feed)[0])
+    return GraphEncoder(features, names, one_at_a_time(lambda feed: session.run(None, feed)[0]))
 
 
 EXPORTERS: dict[str, Callable[[Any, Path, Path], None]] = {
