@@ -622,15 +622,17 @@ def update_topics(
     groups.sort(key=lambda g: (-len(g), min(ids[i] for i in g)))
     fresh = [unit_rows(vectors[g].mean(axis=0, keepdims=True))[0] for g in groups]
     every = np.vstack([centroids, *fresh]) if fresh else centroids
-    labels, _ = nearest_centroids(vectors, every)
+    added = np.arange(len(old_ids), len(every))
+    labels, best = renearest(vectors, nearest, best, every, added)
     # One k-means step: centroids follow their papers (old ones once they moved more than
     # TOPIC_CENTROID_HOLD allows, as `topic_frames` does), and papers the nearer centroid.
     moved = every.copy()
-    for label in np.unique(labels):
-        mean = unit_rows(vectors[labels == label].mean(axis=0, keepdims=True))[0]
+    present, means = label_means(vectors, labels)
+    for label, mean in zip(present, means, strict=True):
         if label >= len(old_ids) or mean @ every[label] < TOPIC_CENTROID_HOLD:
             moved[label] = mean
-    labels, _ = nearest_centroids(vectors, moved)
+    changed = np.flatnonzero((moved != every).any(axis=1))
+    labels, _ = renearest(vectors, labels, best, moved, changed)
     if (outlier | (labels >= len(old_ids))).mean() > TOPIC_DRIFT_MAX:
         return None  # too much lies outside the old topics: fit afresh
     topic_of = {t: old_ids[t] for t in range(len(old_ids))}
@@ -656,6 +658,46 @@ def topic_closeness(vectors: np.ndarray, labels: np.ndarray, settled: np.ndarray
             sims = members @ members.T
             closeness.append((sims.sum() - np.trace(sims)) / (len(members) * (len(members) - 1)))
     return float(np.percentile(closeness, 25)) if closeness else 0.5
+
+
+def renearest(
+    vectors: np.ndarray,
+    labels: np.ndarray,
+    best: np.ndarray,
+    centroids: np.ndarray,
+    changed: np.ndarray,
+) -> tuple[np.ndarray, np.ndarray]:
+    """`nearest_centroids(vectors, centroids)`, from each vector's nearest centroid and
+    cosine (`labels`, `best`) among the same centroids but those at `changed` (moved or
+    new): a vector whose own centroid changed is matched against all again, the others
+    against the changed ones only (100,000 papers x a few topics, not x all of them)."""
+    labels, best = labels.copy(), best.copy()
+    if not len(changed):
+        return labels, best
+    again = np.flatnonzero(np.isin(labels, changed))
+    part = centroids[changed]
+    for start in range(0, len(vectors), 65536):
+        sims = vectors[start : start + 65536] @ part.T
+        top = sims.argmax(axis=1)
+        score = sims[np.arange(len(sims)), top]
+        better = np.flatnonzero(score > best[start : start + 65536])
+        labels[start + better], best[start + better] = changed[top[better]], score[better]
+    if len(again):
+        labels[again], best[again] = nearest_centroids(vectors[again], centroids)
+    return labels, best
+
+
+def label_means(vectors: np.ndarray, labels: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The labels present and the normalised mean of each one's vectors, in one sparse
+    product (one pass over the vectors a label took 0.15 s at 100,000 papers)."""
+    from scipy.sparse import csr_matrix
+
+    present, rows = np.unique(labels, return_inverse=True)
+    onehot = csr_matrix(
+        (np.ones(len(labels), np.float32), (rows, np.arange(len(labels)))),
+        shape=(len(present), len(labels)),
+    )
+    return present, unit_rows(np.asarray(onehot @ vectors, dtype=np.float32))
 
 
 def nearest_centroids(vectors: np.ndarray, centroids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -687,9 +729,8 @@ def topic_frames(
     centroid_schema = {"topic_id": pl.Int32, "centroid": pl.List(pl.Float32)}
     if len(ids) == 0:
         return pl.DataFrame(schema=schema), pl.DataFrame(schema=centroid_schema)
-    present = np.unique(labels)
-    centroids = {int(c): unit_rows(vectors[labels == c].mean(axis=0, keepdims=True))[0]
-                 for c in present}  # fmt: skip
+    present, means = label_means(vectors, labels)
+    centroids = {int(c): mean for c, mean in zip(present, means, strict=True)}
     for label, old in (held or {}).items():
         mean = centroids.get(label)
         if mean is not None and mean @ old / np.linalg.norm(old) >= TOPIC_CENTROID_HOLD:

@@ -734,3 +734,30 @@ def test_top_k_gives_each_rows_highest_scores_in_order(rows, n, k, levels, seed)
     np.testing.assert_array_equal(scores, -np.sort(-block, axis=1)[:, :k])
     np.testing.assert_array_equal(np.take_along_axis(block, cols, axis=1), scores)
     assert all(len(set(row)) == k for row in cols.tolist())
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_renearest_equals_matching_every_vector_against_every_centroid(seed):
+    rng = np.random.default_rng(seed)
+    vectors = unit(rng.normal(size=(3000, 16))).astype(np.float32)
+    before = unit(rng.normal(size=(12, 16))).astype(np.float32)
+    labels, best = aggregate.nearest_centroids(vectors, before)
+    after = np.vstack([before, unit(rng.normal(size=(3, 16)))]).astype(np.float32)
+    changed = np.array(sorted({*rng.choice(12, 4, replace=False), 12, 13, 14}))
+    after[changed[:4]] = unit(rng.normal(size=(4, 16)))  # four moved, three new
+    again, again_best = aggregate.renearest(vectors, labels, best, after, changed)
+    expected, expected_best = aggregate.nearest_centroids(vectors, after)
+    assert np.array_equal(again, expected)
+    assert np.allclose(again_best, expected_best, atol=1e-6)
+    assert set(np.unique(labels)) != set(np.unique(again))  # the change moved papers
+
+
+def test_label_means_are_each_labels_normalised_mean():
+    rng = np.random.default_rng(4)
+    vectors = rng.normal(size=(500, 8)).astype(np.float32)
+    labels = rng.choice([2, 5, 9], size=500)
+    present, means = aggregate.label_means(vectors, labels)
+    assert present.tolist() == [2, 5, 9]
+    for label, mean in zip(present, means, strict=True):
+        expected = vectors[labels == label].mean(axis=0)
+        assert np.allclose(mean, expected / np.linalg.norm(expected), atol=1e-6)
