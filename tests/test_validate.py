@@ -8,6 +8,8 @@ from pathlib import Path
 
 import polars as pl
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from flows import validate
 from flows.settings import EXPECTATIONS_DIR
@@ -394,3 +396,24 @@ def test_failed_lists_name_each_rows_failed_expectations_in_order():
     assert made["failed"].to_list() == [[], [0, 2], [2], [0, 2]]
     assert made.schema["failed"] == pl.List(pl.UInt16)
     assert failed_lists(hashes, [set(), set()])["failed"].to_list() == [[], [], [], []]
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    st.lists(
+        st.tuples(st.sampled_from(["a", "b", "c", None]), st.sampled_from([1, 2, None])),
+        max_size=30,
+    )
+)
+def test_duplicate_rows_are_the_rows_whose_present_key_repeats_in_table_order(rows):
+    from flows.validate import duplicate_rows
+
+    frame = pl.DataFrame(rows, schema={"k": pl.String, "n": pl.Int64}, orient="row")
+    frame = frame.with_row_index("at")
+    found = duplicate_rows(frame, ["k", "n"])["at"].to_list()
+    keys = [(k, n) for k, n in rows]
+    expected = [i for i, key in enumerate(keys) if key != (None, None) and keys.count(key) > 1]
+    assert found == expected
+    single = duplicate_rows(frame, ["k"])["at"].to_list()
+    assert single == [i for i, (k, _) in enumerate(rows) if k is not None
+                      and [r[0] for r in rows].count(k) > 1]  # fmt: skip
