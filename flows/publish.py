@@ -65,9 +65,11 @@ def fingerprint(settings: Settings, inputs: dict[str, str], weights_sha256: str)
 def current_fingerprint(settings: Settings) -> str:
     """The fingerprint a run would have now, from file hashes and the model's weights."""
     from flows.embed import model_path, weights_sha256
-    from flows.ingest import discover, try_digest
+    from flows.ingest import DigestMemo, discover, try_digest
 
-    inputs = {str(p): try_digest(p)[0] for p in discover(settings.raw)}
+    memo = DigestMemo(settings.cache_path / "parsed")
+    inputs = {str(p): try_digest(p, memo)[0] for p in discover(settings.raw)}
+    memo.save()
     return fingerprint(settings, inputs, weights_sha256(model_path(settings.model)))
 
 

@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+import json
+import os
+import time
+from pathlib import Path
+
 import polars as pl
 import pytest
 
@@ -174,3 +179,42 @@ def test_sample_files():
     assert sorted(macros["unresolved_macros"].list.first().to_list()) == ["\\method", "\\ours"]
     kinds = papers.select(pl.col("links").list.explode()).unnest("links")["kind"]
     assert sorted(kinds.drop_nulls().to_list()) == ["broken", "code", "code", "review", "review"]
+
+
+def test_a_digest_memo_reads_a_file_again_only_when_its_stat_changed(tmp_path, monkeypatch):
+    from flows.ingest import paths
+
+    old, fresh = tmp_path / "old.txt", tmp_path / "fresh.txt"
+    old.write_text("ICLR 2026 Papers\n\nan abstract")
+    fresh.write_text("written just now")
+    os.utime(old, ns=(time.time_ns() - 60_000_000_000,) * 2)  # a minute ago
+    memo = paths.DigestMemo(tmp_path)
+    expected = {p: paths.file_digest(p) for p in (old, fresh)}
+    assert [memo.digest(p) for p in (old, fresh)] == [expected[old], expected[fresh]]
+    memo.save()
+    read: list[Path] = []
+    real = paths.file_digest
+
+    def counted(path: Path):
+        read.append(path)
+        return real(path)
+
+    monkeypatch.setattr(paths, "file_digest", counted)
+    again = paths.DigestMemo(tmp_path)
+    assert [again.digest(p) for p in (old, fresh)] == [expected[old], expected[fresh]]
+    # The old file is known; the fresh one was written within the racy window: read again.
+    assert read == [fresh]
+    # Same size, another time: read again, and the new hash is what it gives.
+    old.write_text("ICLR 2026 Papers\n\nan abstrakt")
+    os.utime(old, ns=(time.time_ns() - 30_000_000_000,) * 2)
+    changed = paths.DigestMemo(tmp_path).digest(old)
+    assert read == [fresh, old] and changed[0] != expected[old][0]
+    # Saving keeps only the files read since the memo was opened.
+    only_fresh = paths.DigestMemo(tmp_path)
+    only_fresh.digest(fresh)
+    only_fresh.save()
+    kept = json.loads((tmp_path / paths.DigestMemo.NAME).read_text())
+    assert list(kept) == [str(fresh.resolve())]
+    # try_digest takes the memo and still names a file it cannot read.
+    sha, size, error = paths.try_digest(tmp_path / "gone.txt", paths.DigestMemo(tmp_path))
+    assert sha.startswith("unreadable:") and size == 0 and "gone.txt: cannot be read" in error

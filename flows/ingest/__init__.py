@@ -66,7 +66,7 @@ from flows.ingest.model import (
     SourceFile,
 )
 from flows.ingest.overrides import Overrides, load_settings
-from flows.ingest.paths import discover, file_digest, raw_place, try_digest
+from flows.ingest.paths import DigestMemo, discover, file_digest, raw_place, try_digest
 from flows.ingest.read import (
     IngestResult,
     ParseJob,
@@ -124,6 +124,7 @@ __all__ = [
     "detect_format",
     "discover",
     "extract_links",
+    "DigestMemo",
     "file_digest",
     "try_digest",
     "file_report",

@@ -36,7 +36,7 @@ from flows.ingest.model import (
     SourceFile,
 )
 from flows.ingest.overrides import Overrides
-from flows.ingest.paths import DOCUMENTATION_RE, discover, raw_place, try_digest
+from flows.ingest.paths import DOCUMENTATION_RE, DigestMemo, discover, raw_place, try_digest
 from flows.ingest.readers import reader_for
 
 BATCH_RECORDS = 50_000
@@ -275,6 +275,7 @@ def ingest(
     found = discover(roots)
     overrides = Overrides(roots)
     cache = ParseCache(cache_dir, min_words, max_words) if cache_dir else None
+    memo = DigestMemo(cache_dir) if cache_dir else None
     workdir = None if cache else tempfile.TemporaryDirectory(prefix="paperlake-ingest-")
     files: list[SourceFile] = []
     records: list[tuple[Path, str]] = []  # (Parquet part, source path)
@@ -284,7 +285,7 @@ def ingest(
         if path.name == SETTINGS_FILE:
             settings_seen.setdefault(path.resolve(), path)
             continue
-        sha, size, unreadable = try_digest(path)
+        sha, size, unreadable = try_digest(path, memo)
         if unreadable:  # a file that cannot be read costs that file, never the run
             files.append(SourceFile(str(path), sha, size, error=unreadable))
             continue
@@ -333,9 +334,11 @@ def ingest(
         files.append(source)
     for key, settings in settings_seen.items():
         overrides.rules(settings)
-        sha, size, unreadable = try_digest(settings)
+        sha, size, unreadable = try_digest(settings, memo)
         error = overrides.errors.get(key) or unreadable
         files.append(SourceFile(str(settings), sha, size, format="settings", error=error))
+    if memo:
+        memo.save()
     sources = pl.DataFrame([f.row() for f in files], schema=SOURCE_SCHEMA)
     return IngestResult(
         sources=sources,
@@ -388,11 +391,12 @@ def pending_parses(
     roots = [Path(p) for p in paths]
     overrides = Overrides(roots)
     cache = ParseCache(cache_dir, min_words, max_words)
+    memo = DigestMemo(cache_dir)
     jobs = []
     for path in discover(roots):
         if path.name == SETTINGS_FILE or (DOCUMENTATION_RE.match(path.name) and path not in roots):
             continue
-        sha, size, unreadable = try_digest(path)
+        sha, size, unreadable = try_digest(path, memo)
         if unreadable:
             continue
         override, _ = overrides.for_file(path)
@@ -400,6 +404,7 @@ def pending_parses(
         parts = (folder.resolve().name, *relative.split("/"))
         if not cache.has(sha, override, parts):
             jobs.append(ParseJob(path, sha, size, override, parts))
+    memo.save()
     return jobs
 
 
