@@ -280,12 +280,20 @@ class NeighbourLists:
     def __init__(self, folder: Path, model_key: str, width: int):
         name = hashlib.sha256(f"{model_key}:{width}:best-first".encode()).hexdigest()[:16]
         self.path = folder / f"lists-{name}.parquet"
+        # The same lists as an earlier paperlake kept them, in no set order.
+        earlier = hashlib.sha256(f"{model_key}:{width}".encode()).hexdigest()[:16]
+        self.earlier = folder / f"lists-{earlier}.parquet"
 
     def load(self) -> tuple[pl.DataFrame, list[str]] | None:
         """The lists and the papers they were made for, if a run left them."""
-        if not self.path.exists():
+        if self.path.exists():
+            stored = pl.read_parquet(self.path)
+        elif self.earlier.exists():  # put best first once: a sort, not a search of all
+            stored = pl.read_parquet(self.earlier).sort(
+                ["paper_id", "score", "neighbor_id"], descending=[False, True, False]
+            )
+        else:
             return None
-        stored = pl.read_parquet(self.path)
         return stored.drop_nulls("neighbor_id"), stored["paper_id"].unique().to_list()
 
     def save(self, ids: list[str], found: pl.DataFrame) -> None:
@@ -294,6 +302,7 @@ class NeighbourLists:
         rows = pl.concat([found, alone], how="diagonal_relaxed")
         # lz4: written in 0.24 s where zstd takes 0.39 (3.5 million rows), 60% larger.
         write_atomically(self.path, lambda tmp: rows.write_parquet(tmp, compression="lz4"))
+        self.earlier.unlink(missing_ok=True)
 
 
 def row_blocks(n: int, pieces: int) -> list[tuple[int, int]]:
@@ -916,8 +925,14 @@ class PaperRows:
 
     def files(self) -> list[tuple[int, Path]]:
         """The files that hold the current rows, by number: the latest whole and the parts
-        after it."""
-        if self.path is None or not self.path.is_dir():
+        after it. The one file of an earlier paperlake becomes the first whole."""
+        if self.path is None:
+            return []
+        earlier = self.path.with_suffix(".parquet")
+        if earlier.is_file() and not self.path.is_dir():
+            self.path.mkdir(parents=True)
+            os.replace(earlier, self.path / "whole-000000.parquet")
+        if not self.path.is_dir():
             return []
         found = sorted(
             (int(f.stem.split("-")[1]), f)

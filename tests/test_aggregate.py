@@ -761,3 +761,43 @@ def test_label_means_are_each_labels_normalised_mean():
     for label, mean in zip(present, means, strict=True):
         expected = vectors[labels == label].mean(axis=0)
         assert np.allclose(mean, expected / np.linalg.norm(expected), atol=1e-6)
+
+
+def test_caches_of_the_earlier_layout_are_taken_over_not_made_again(tmp_path, monkeypatch):
+    """Lists kept in no set order are put best first by a sort; the one file of per-paper
+    rows becomes the first whole of its folder; neither is searched or read again."""
+    lists = aggregate.NeighbourLists(tmp_path, "model:weights:fp32", 32)
+    found = pl.DataFrame(
+        {
+            "paper_id": ["b", "a", "b", "a"],
+            "neighbor_id": ["a", "c", "c", "b"],
+            "score": [0.2, 0.1, 0.9, 0.8],
+        }  # fmt: skip
+    )
+    found.write_parquet(lists.earlier)
+    stored, ids = lists.load()
+    assert stored.rows() == [("a", "b", 0.8), ("a", "c", 0.1), ("b", "c", 0.9), ("b", "a", 0.2)]
+    assert sorted(ids) == ["a", "b"]
+    lists.save(["a", "b", "c"], stored)
+    assert not lists.earlier.exists() and lists.load()[0].equals(stored)
+
+    every = corpus_papers(30)
+    aggregated(every.head(25), tmp_path / "rows")
+    for folder in [f for f in (tmp_path / "rows").iterdir() if f.is_dir()]:
+        whole = pl.concat([pl.read_parquet(p) for p in sorted(folder.glob("*.parquet"))])
+        shutil.rmtree(folder)
+        whole.write_parquet(folder.with_suffix(".parquet"))  # as an earlier run left it
+    read: list[list[str]] = []
+    run_over = aggregate.PaperRows.run_over
+
+    def spy(self, con, papers):
+        read.append(sorted(papers))
+        return run_over(self, con, papers)
+
+    monkeypatch.setattr(aggregate.PaperRows, "run_over", spy)
+    assert aggregated(every, tmp_path / "rows") == aggregated(every)
+    assert read == [[f"p{i}" for i in range(25, 30)]] * 2  # tokens, then mentions
+    folders = sorted(f for f in (tmp_path / "rows").iterdir() if f.is_dir())
+    assert [sorted(p.name for p in f.iterdir()) for f in folders] == [
+        ["part-000001.parquet", "whole-000000.parquet"]
+    ] * 2
