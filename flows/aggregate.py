@@ -992,7 +992,9 @@ class TermCounts:
         """
         self.path: Path | None = None
         if folder is not None and tokens.path is not None:
-            key = hashlib.sha256(f"{duckdb.__version__}\n{tokens.path.name}".encode())
+            # Named as when the tokens were one file: counts made then are used still.
+            tokens_name = tokens.path.with_suffix(".parquet").name
+            key = hashlib.sha256(f"{duckdb.__version__}\n{tokens_name}".encode())
             for name in self.SQL:
                 key.update(read_sql(name).encode())
             self.path = folder / f"term-counts-{key.hexdigest()[:16]}.parquet"
