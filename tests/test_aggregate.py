@@ -496,6 +496,19 @@ def aggregated(papers: pl.DataFrame, cache=None) -> dict[str, list[tuple]]:
     return {t: sorted(con.table(t).fetchall()) for t in ("mentions", "topic_terms")}
 
 
+def papers_read(monkeypatch) -> list[list[str]]:
+    """The papers each PaperRows build runs its SQL over from now on, a list per build."""
+    read: list[list[str]] = []
+    run_over = aggregate.PaperRows.run_over
+
+    def spy(self, con, papers):
+        read.append(sorted(papers))
+        return run_over(self, con, papers)
+
+    monkeypatch.setattr(aggregate.PaperRows, "run_over", spy)
+    return read
+
+
 def test_mentions_and_topic_words_are_computed_for_new_papers_only(tmp_path, monkeypatch):
     """With the cache, a run reads only papers it has not seen (or whose text changed), and
     its tables equal a build from scratch, row for row."""
@@ -508,14 +521,7 @@ def test_mentions_and_topic_words_are_computed_for_new_papers_only(tmp_path, mon
         .then(pl.lit("On imagenet and MMLU we report accuracy = 80.1%."))
         .otherwise(pl.col("abstract"))
     )
-    read: list[list[str]] = []
-    run_over = aggregate.PaperRows.run_over
-
-    def spy(self, con, papers):
-        read.append(sorted(papers))
-        return run_over(self, con, papers)
-
-    monkeypatch.setattr(aggregate.PaperRows, "run_over", spy)
+    read = papers_read(monkeypatch)
     incremental = aggregated(now, tmp_path)
     fresh = [["p05", *(f"p{i}" for i in range(30, 40))]] * 2
     assert read == fresh  # the words of topic terms, then mentions
@@ -787,14 +793,7 @@ def test_caches_of_the_earlier_layout_are_taken_over_not_made_again(tmp_path, mo
         whole = pl.concat([pl.read_parquet(p) for p in sorted(folder.glob("*.parquet"))])
         shutil.rmtree(folder)
         whole.write_parquet(folder.with_suffix(".parquet"))  # as an earlier run left it
-    read: list[list[str]] = []
-    run_over = aggregate.PaperRows.run_over
-
-    def spy(self, con, papers):
-        read.append(sorted(papers))
-        return run_over(self, con, papers)
-
-    monkeypatch.setattr(aggregate.PaperRows, "run_over", spy)
+    read = papers_read(monkeypatch)
     assert aggregated(every, tmp_path / "rows") == aggregated(every)
     assert read == [[f"p{i}" for i in range(25, 30)]] * 2  # tokens, then mentions
     folders = sorted(f for f in (tmp_path / "rows").iterdir() if f.is_dir())
