@@ -499,8 +499,9 @@ TOPIC_MIN_PAPERS = 10  # fewest papers a new topic forms from
 TOPIC_DRIFT_MAX = 0.25
 TOPIC_OUTLIERS_MAX = 5000  # most outliers grouped into new topics; more: re-fit
 # Cosine between a carried-over topic's centroid and its papers' mean down to which the
-# centroid stays (`topic_frames`): 0.999 is 2.6 degrees, which about 4% of a topic's papers
-# changing moves it; a run adding 1% leaves most topics, and their papers' rows, as they were.
+# centroid stays (`topic_frames`): 0.999 is 2.6 degrees, as far as about 4% of a topic's
+# papers changing moves it (generated abstracts); a run adding 1% leaves most topics, and
+# their papers' rows, as they were.
 TOPIC_CENTROID_HOLD = 0.999
 
 
