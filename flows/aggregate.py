@@ -88,6 +88,8 @@ def nearest(
 
 Triples = tuple[np.ndarray, np.ndarray, np.ndarray]  # row, column, score
 CANDIDATE_SCHEMA = {"paper_id": pl.String, "neighbor_id": pl.String, "score": pl.Float64}
+# A paper's candidates best first, ties by neighbour id: the order lists are kept in.
+BEST_FIRST = {"by": ["paper_id", "score", "neighbor_id"], "descending": [False, True, False]}
 
 
 def candidates(
@@ -242,7 +244,7 @@ def update_candidates(
     gaining = came["paper_id"].unique().implode()
     merged = (
         pl.concat([intact.filter(pl.col("paper_id").is_in(gaining)), came])
-        .sort(["paper_id", "score", "neighbor_id"], descending=[False, True, False])
+        .sort(**BEST_FIRST)
         .filter(pl.int_range(pl.len()).over("paper_id") < take)
     )
     return pl.concat([searched, merged, intact.filter(~pl.col("paper_id").is_in(gaining))])
@@ -289,9 +291,7 @@ class NeighbourLists:
         if self.path.exists():
             stored = pl.read_parquet(self.path)
         elif self.earlier.exists():  # put best first once: a sort, not a search of all
-            stored = pl.read_parquet(self.earlier).sort(
-                ["paper_id", "score", "neighbor_id"], descending=[False, True, False]
-            )
+            stored = pl.read_parquet(self.earlier).sort(**BEST_FIRST)
         else:
             return None
         return stored.drop_nulls("neighbor_id"), stored["paper_id"].unique().to_list()
@@ -885,7 +885,9 @@ class PaperRows:
     def update(self, con: duckdb.DuckDBPyConnection) -> PaperRowsUpdate:
         """The SQL's rows for all papers, read for new papers only, and the cache brought
         up to date; with the rows it held before."""
-        digests = con.execute(self.digests).pl()
+        # Every per-paper SQL of a build reads the same digests: made once a connection.
+        con.execute(f"create table if not exists paper_digests as {self.digests}")
+        digests = con.table("paper_digests").pl()
         if self.path is None:
             rows = con.execute(self.sql).pl()
             return PaperRowsUpdate(rows, digests, rows.clear(), digests.clear())
@@ -1190,7 +1192,7 @@ def build_aggregates(
         counts[table] = con.execute(f"select count(*) from {table}").fetchone()[0]
     for scratch in (
         "neighbor_candidates", "similar_pairs", "pair_groups", "topic_centroids", "stopwords",
-        "mention_vocabulary", "term_counts",
+        "mention_vocabulary", "term_counts", "paper_digests",
     ):  # fmt: skip
         con.execute(f"drop table {scratch}")
     return counts
