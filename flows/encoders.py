@@ -429,6 +429,26 @@ def exported_encoder(
     return encoder
 
 
+def recorded_check(weights_sha256: str, precision: str, cache: Path) -> dict | None:
+    """The passed check of the export of these weights at `precision` on this kind of CPU
+    (`exported_encoder`), as a run's agreement record; None where none is recorded."""
+    if precision not in EXPORTED:
+        return None
+    record = check_record(export_folder(cache, EXPORTED[precision], weights_sha256), precision)
+    try:
+        found = json.loads(record.read_text())
+        mean, least = float(found["mean_cosine"]), float(found["min_cosine"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    return {
+        "sample": len(PROBE_TEXTS),
+        "mean_cosine": round(mean, 6),
+        "min_cosine": round(least, 6),
+        "reference": "fp32",
+        "checked": "export, on this kind of CPU",
+    }
+
+
 def ready_encoder(
     path: Path, weights_sha256: str, precision: str, cache: Path, threads: int
 ) -> tuple[GraphEncoder, int] | None:

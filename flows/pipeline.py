@@ -485,7 +485,8 @@ def run_pipeline(settings: Settings, force: bool = False) -> record.RunSummary:
 
             t = timer()
             tables["dq_results"] = results
-            embedded.agreement = agreement.result() if agreement else None
+            if agreement:
+                embedded.agreement = agreement.result()
             manifest = record.manifest(summary, settings, fingerprint, embedded, tables["sources"])
             tables["runs"] = record.runs_row(summary, manifest)
             message = record.commit_message(summary)

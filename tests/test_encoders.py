@@ -144,8 +144,14 @@ def test_recorded_precision_names_the_backend(precision, export_cache, monkeypat
     assert (result.computed, exact.computed) == (3, 3)  # no vectors shared across backends
     folders = {embed.EmbeddingCache(tmp_path, r.info).folder for r in (result, exact)}
     assert len(folders) == 2 and all(f.exists() for f in folders)
-    assert result.agreement["sample"] == 3
+    if embed.reduced_precision(precision):  # each run checks a sample of its texts
+        assert result.agreement["sample"] == 3 and result.agreement["reference"] != precision
+    else:  # an fp32 export: its check against fp32 torch on this CPU, made at export
+        assert result.agreement["sample"] == len(encoders.PROBE_TEXTS)
+        assert result.agreement["checked"] == "export, on this kind of CPU"
+        assert result.agreement["reference"] == "fp32"
     assert result.agreement["min_cosine"] >= encoders.MIN_COSINE
+    assert exact.agreement is None  # fp32 torch is the reference itself
 
 
 def test_auto_picks_bf16_where_native_else_the_fastest_exact_export():

@@ -47,9 +47,14 @@ def test_sample_run_publishes_version_1(sample_run):
     runs = con.execute("select snapshot_id, papers, dq_outcome, model_id from runs").fetchall()
     assert runs == [(1, 38, "passed", "sentence-transformers/all-MiniLM-L6-v2")]
     precision, agreement = con.execute("select precision, agreement_with_fp32 from runs").fetchone()
-    if precision != "fp32":  # bf16 where the CPU has it: a sample checked against fp32
-        check = json.loads(agreement)
+    check = json.loads(agreement)
+    if precision.endswith("bf16"):  # bf16 where the CPU has it: a sample checked against fp32
         assert check["sample"] == 8 and check["min_cosine"] >= 0.999
+    elif precision == "openvino-fp32":  # else the fp32 export, checked once on this CPU kind
+        assert check["checked"] == "export, on this kind of CPU"
+        assert check["min_cosine"] >= 0.999
+    else:
+        assert precision == "fp32" and check is None
     extra = json.loads(
         con.execute(
             "select commit_extra_info from lake.snapshots() where snapshot_id = 1"
