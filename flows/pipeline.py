@@ -273,24 +273,43 @@ def connect_staging() -> duckdb.DuckDBPyConnection:
     return connect(extensions=("ducklake",))
 
 
+def keyed_frames(tables: dict[str, pl.DataFrame]) -> tuple[dict[str, pl.DataFrame], bool]:
+    """The keyed tables, and whether they are planned from row hashes (large ones)."""
+    frames = {name: tables[name] for name in publish.TABLE_KEYS}
+    return frames, sum(f.height for f in frames.values()) >= publish.HASHED_PLAN_ROWS
+
+
+def stage_keyed(tables: dict[str, pl.DataFrame], con: duckdb.DuckDBPyConnection) -> bool:
+    """Stage the keyed tables on `con` now, where they are compared with the catalog whole
+    (small ones); whether it did. Done before the suites start, as staging reads each frame
+    under the GIL that the suites hold beside it: on the sample 0.13 s alone, 0.5 s beside
+    them. The comparison (`plan_publish`) then runs in DuckDB beside the suites."""
+    frames, hashed = keyed_frames(tables)
+    if not hashed:
+        publish.stage_frames(con, frames)
+    return not hashed
+
+
 @task(name="plan_publish", cache_policy=NO_CACHE)
 def plan_publish(
     tables: dict[str, pl.DataFrame],
     settings: Settings,
     con: duckdb.DuckDBPyConnection | None = None,
+    staged: bool = False,
 ) -> Planned:
     """Plan the keyed tables' changes against the catalog (which this attaches and locks for
     writing) and stage them, on `con` or a new connection, ready for the commit once the
-    checks pass."""
-    frames = {name: tables[name] for name in publish.TABLE_KEYS}
+    checks pass. `staged`: `stage_keyed` staged them on `con` already."""
+    frames, hashed = keyed_frames(tables)
     hashes = None
-    if sum(frame.height for frame in frames.values()) >= publish.HASHED_PLAN_ROWS:
+    if hashed:
         hashes = {
             name: publish.row_hashes(frames[name], k) for name, k in publish.TABLE_KEYS.items()
         }
     con = con or connect(extensions=())
     try:
-        return Planned(con, publish.prepare(con, settings, frames, hashes), hashes)
+        plans = publish.prepare(con, settings, None if staged else frames, hashes)
+        return Planned(con, plans, hashes)
     except BaseException:
         con.close()
         raise
@@ -470,7 +489,10 @@ def run_pipeline(settings: Settings, force: bool = False) -> record.RunSummary:
             record.aggregated(summary, tables, timer() - t)
 
             if in_process:
-                planned = plan_publish.submit(dict(tables), settings, staging)
+                con = staging.result()
+                planned = plan_publish.submit(
+                    dict(tables), settings, con, staged=stage_keyed(tables, con)
+                )
             t = timer()
             results, stored = validate_tables(
                 tables, settings, summary.run_id, check_parameters(settings, embedded, ingested)
