@@ -457,28 +457,30 @@ def run_pipeline(settings: Settings, force: bool = False) -> record.RunSummary:
             summary.warehouse,
         )  # fmt: skip
 
-        t = timer()
-        ingested = ingest_raw(settings)
-        record.ingested(summary, ingested.result, ingested.papers,
-                        ingested.paper_sources.height, timer() - t)  # fmt: skip
-
-        t = timer()
-        embedded = embed_papers(ingested.papers, settings)
-        record.embedded(summary, embedded, timer() - t)
-        # A few texts encoded again at fp32 (about 0.4 s with the model's load), in a
-        # thread beside the aggregate stage; the manifest records the outcome.
-        agreement = check_agreement.submit(embedded, settings) if embedded.sample else None
-
-        # Beside the suites (Python, mostly), a thread of this process stages the tables
-        # in DuckDB and plans their publish, on a connection that loaded ducklake beside
-        # the aggregate stage; the commit waits for the gate. The Data Docs are written
-        # while the version is checked and published, in a thread too. On a Dask task
-        # runner the publish task stages and plans after the gate, and the Data Docs are
-        # written after it, here where the warehouse is.
-        planned = docs = stored = None
+        # Beside the suites (Python, mostly), a thread of this process plans the publish in
+        # DuckDB, on a connection that loaded ducklake while the papers were embedded; the
+        # commit waits for the gate. The Data Docs are written while the version is checked
+        # and published, in a thread too. On a Dask task runner the publish task stages and
+        # plans after the gate, and the Data Docs are written after it, here where the
+        # warehouse is.
+        planned = docs = stored = agreement = staging = None
         in_process = not cluster_workers()  # no Dask task runner
-        staging = connect_staging.submit() if in_process else None
         try:
+            t = timer()
+            ingested = ingest_raw(settings)
+            record.ingested(summary, ingested.result, ingested.papers,
+                            ingested.paper_sources.height, timer() - t)  # fmt: skip
+
+            # Loading ducklake holds up Python code beside it (0.15 s: its signature is
+            # checked), less so the encoder's and DuckDB's native work.
+            staging = connect_staging.submit() if in_process else None
+            t = timer()
+            embedded = embed_papers(ingested.papers, settings)
+            record.embedded(summary, embedded, timer() - t)
+            # A few texts encoded again at fp32 (about 0.4 s with the model's load), in a
+            # thread beside the aggregate stage; the manifest records the outcome.
+            agreement = check_agreement.submit(embedded, settings) if embedded.sample else None
+
             t = timer()
             tables = ingested.tables | {"embeddings": embedded.table.sort("paper_id")}
             info = embedded.info
