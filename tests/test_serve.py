@@ -15,7 +15,7 @@ import httpx
 import yaml
 
 from flows.lake import open_lake, published_versions
-from flows.prefect_server import free_port
+from flows.prefect_server import free_port, start_server
 from flows.settings import PROJECT_ROOT, Settings
 from tests.conftest import SAMPLE_RAW
 from tests.test_process import alive, children, wait_for
@@ -77,6 +77,7 @@ def test_serve_starts_a_server_runs_on_schedule_and_stops_cleanly(tmp_path):
         assert any(m.startswith("ingest: 2 files") for m in logged), logged
         output = (tmp_path / "serve.log").read_text()
         assert f"Prefect UI: http://127.0.0.1:{port}" in output
+        assert block_types(api)  # the UI's server registers them for its users
         assert "serving paperlake/scheduled (every 20 s; next runs at about" in output
     finally:
         serve.send_signal(signal.SIGTERM)
@@ -95,6 +96,31 @@ def test_serve_starts_a_server_runs_on_schedule_and_stops_cleanly(tmp_path):
         "stopped: the schedule and the Prefect server it started"
         in (tmp_path / "serve.log").read_text()
     )
+
+
+def block_types(api: str) -> list[str]:
+    reply = httpx.post(f"{api}/block_types/filter", json={}, timeout=10)
+    reply.raise_for_status()
+    return [entry["slug"] for entry in reply.json()]
+
+
+def test_a_run_server_starts_without_registering_block_types(tmp_path):
+    """A run's short-lived server answers without writing every block type into a new
+    database (runs use none); flows run on it as on any server."""
+    server = start_server(Settings(warehouse=tmp_path / "warehouse"))
+    try:
+        server.wait_healthy()
+        assert block_types(server.api_url) == []
+        env = {**os.environ, "PREFECT_API_URL": server.api_url}
+        done = subprocess.run(
+            [BIN / "paperlake", "run", "--raw", SAMPLE_RAW, "--warehouse", tmp_path / "warehouse"],
+            env=env, capture_output=True, text=True, timeout=600,
+        )  # fmt: skip
+        assert done.returncode == 0, done.stderr[-2000:]
+        assert "publish: version 1 of" in done.stderr + done.stdout
+    finally:
+        server.stop()
+    assert server.process.poll() is not None
 
 
 def test_serve_refuses_a_busy_port_and_two_schedules(tmp_path):
