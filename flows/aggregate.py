@@ -129,8 +129,9 @@ def split_candidates(
 def exact_rows(vectors: np.ndarray, rows: np.ndarray, width: int) -> Triples:
     """The `width` nearest other papers of the papers at `rows`, against every paper.
 
-    Rows go in blocks of BLOCK_ROWS; ranges split across workers on block boundaries get
-    the same blocks, and so the same scores bit for bit, as one process.
+    Rows go in blocks of BLOCK_ROWS; the products pick each row's candidates and
+    `pair_scores` scores them, so ranges split across workers get the scores of one
+    process bit for bit.
     """
     n = len(vectors)
     take = min(width, n - 1)  # self is excluded: at most n - 1 neighbours
@@ -145,9 +146,35 @@ def exact_rows(vectors: np.ndarray, rows: np.ndarray, width: int) -> Triples:
             block[np.arange(len(here)), here] = -np.inf  # not its own neighbour
             # One top-k serves both the k nearest and at most PAIR_CAP pairs per paper, so
             # memory stays linear in n even when every paper is a copy of every other.
-            cols, scores = top_k(block, take)
-            parts.append((np.repeat(here, take), cols.reshape(-1), scores.reshape(-1)))
+            cols, _ = top_k(block, take)
+            rows_of = np.repeat(here, take)
+            scores = pair_scores(matrix, rows_of, cols.reshape(-1)).reshape(-1, take)
+            # Best first by the exact scores (ties: by column), as every path lists them.
+            order = np.lexsort((cols, -scores), axis=1)
+            cols, scores = np.take_along_axis(cols, order, 1), np.take_along_axis(scores, order, 1)
+            parts.append((rows_of, cols.reshape(-1), scores.reshape(-1)))
     return concat_triples(parts)
+
+
+PAIR_CHUNK = 8192  # pairs scored at a time: 25 MB of float64 rows
+
+
+def pair_scores(matrix: np.ndarray, rows: np.ndarray, cols: np.ndarray) -> np.ndarray:
+    """The cosine of each (row, col) pair of unit rows of `matrix`, summed in float64 and
+    given as float32: the same bits on every machine and worker for the same vectors.
+
+    A float32 matrix product's last bit depends on the BLAS kernel, its threads and the
+    block's shape (OpenBLAS on AVX2 gives 1e-7 differences between 1 and 2 threads, and
+    between a block of rows and the same rows within a larger one), and published scores
+    (6 decimals) would then differ between one process and a cluster's workers. The
+    products only select the candidates; their scores are these.
+    """
+    out = np.empty(len(rows), dtype=np.float32)
+    for start in range(0, len(rows), PAIR_CHUNK):
+        a = matrix[rows[start : start + PAIR_CHUNK]].astype(np.float64)
+        b = matrix[cols[start : start + PAIR_CHUNK]].astype(np.float64)
+        out[start : start + len(a)] = np.einsum("ij,ij->i", a, b)
+    return out
 
 
 def top_k(block: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
@@ -266,7 +293,7 @@ def entering(
             here = old_rows[start : start + BLOCK_ROWS]
             block = matrix[here] @ fresh.T
             at, col = np.nonzero(block >= floors[start : start + BLOCK_ROWS, None])
-            parts.append((here[at], new_rows[col], block[at, col]))
+            parts.append((here[at], new_rows[col], pair_scores(matrix, here[at], new_rows[col])))
     return concat_triples(parts)
 
 

@@ -323,8 +323,12 @@ TABLES: tuple[Table, ...] = (
             ("dq_outcome", "passed, or passed with warnings"),
             ("model_id", "embedding model"),
             ("model_weights_sha256", "hash of its weights"),
-            ("precision", "fp32 or bf16"),
-            ("agreement_with_fp32", "JSON: cosine to fp32 on a sample, below fp32"),
+            ("precision", "fp32, bf16 or fp16, or the export that ran (openvino-fp32, ...)"),
+            (
+                "agreement_with_fp32",
+                "JSON: cosine to fp32 torch: of 8 texts of the run below"
+                " fp32; of the export's check for an fp32 export; null for fp32 torch",
+            ),
             ("config", "JSON: the run's settings"),
             ("packages", "JSON: package versions"),
             ("input_hashes", "JSON: raw file -> sha256"),

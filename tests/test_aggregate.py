@@ -800,3 +800,32 @@ def test_caches_of_the_earlier_layout_are_taken_over_not_made_again(tmp_path, mo
     assert [sorted(p.name for p in f.iterdir()) for f in folders] == [
         ["part-000001.parquet", "whole-000000.parquet"]
     ] * 2
+
+
+def test_exact_scores_are_the_same_bits_whatever_the_block_or_threads():
+    """A cluster's workers search ranges of rows on one thread each; one process searches
+    all rows on its cores. Their scores must match to the bit (published rounded to 6
+    decimals), though a float32 product's last bit moves with the BLAS threads and with
+    the block's shape."""
+    from threadpoolctl import threadpool_limits
+
+    rng = np.random.default_rng(7)
+    vectors = rng.normal(size=(600, 384)).astype(np.float32)
+    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+    with threadpool_limits(2, user_api="blas"):
+        whole = aggregate.exact_rows(vectors, np.arange(600), 10)
+    with threadpool_limits(1, user_api="blas"):
+        pieces = [
+            aggregate.exact_rows(vectors, np.arange(a, b), 10) for a, b in ((0, 37), (37, 600))
+        ]
+    split = aggregate.concat_triples(pieces)
+    for got, want in zip(split, whole, strict=True):
+        assert np.array_equal(got, want)
+    rows, cols, scores = whole
+    exact = np.einsum(
+        "ij,ij->i", vectors[rows].astype(np.float64), vectors[cols].astype(np.float64)
+    )
+    assert np.array_equal(scores, exact.astype(np.float32))
+    # Each paper's list is best first, ties by column.
+    by_row = scores.reshape(600, 10)
+    assert (np.diff(by_row, axis=1) <= 0).all()
