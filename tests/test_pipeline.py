@@ -357,3 +357,23 @@ def test_above_the_exact_limit_the_graphs_lists_are_updated_not_searched_again(
     assert got.sort("paper_id", "rank").select("paper_id", "neighbor_id", "rank").to_dicts() == (
         expected.sort("paper_id", "rank").select("paper_id", "neighbor_id", "rank").to_dicts()
     )
+
+
+def test_runs_here_go_without_heartbeats_under_settings_copied_once():
+    """`run_here` runs a flow without heartbeats; the quiet copy of Prefect's settings is
+    made once for the settings in force, and anew when they change."""
+    import prefect.context
+    from prefect.settings import PREFECT_API_URL, temporary_settings
+
+    from flows.pipeline import without_heartbeats
+
+    current = prefect.context.get_settings_context().settings
+    assert current.flows.heartbeat_frequency is not None
+    quiet = without_heartbeats(current)
+    assert quiet.flows.heartbeat_frequency is None
+    assert quiet.model_dump(exclude={"flows"}) == current.model_dump(exclude={"flows"})
+    assert without_heartbeats(current) is quiet
+    with temporary_settings(updates={PREFECT_API_URL: "http://127.0.0.1:9/api"}) as other:
+        changed = without_heartbeats(other)
+        assert changed is not quiet and changed.flows.heartbeat_frequency is None
+        assert changed.api.url == "http://127.0.0.1:9/api"

@@ -417,3 +417,50 @@ def test_duplicate_rows_are_the_rows_whose_present_key_repeats_in_table_order(ro
     single = duplicate_rows(frame, ["k"])["at"].to_list()
     assert single == [i for i, (k, _) in enumerate(rows) if k is not None
                       and [r[0] for r in rows].count(k) > 1]  # fmt: skip
+
+
+def test_expectations_build_their_configuration_once_in_a_validation_and_results_do_not_change(
+    tmp_path,
+):
+    """Inside `configurations_reused` an expectation object gives the same configuration
+    each time it is read (Great Expectations builds one per read otherwise), and a suite
+    validated inside it gives the results it gives outside, failing rows and all."""
+    from great_expectations.expectations import ExpectColumnValuesToBeBetween
+
+    expectation = ExpectColumnValuesToBeBetween(column="word_count", min_value=20)
+    validate.reuse_configurations()
+    assert expectation.configuration is not expectation.configuration
+    with validate.configurations_reused():
+        assert expectation.configuration is expectation.configuration
+        assert expectation.configuration.kwargs["min_value"] == 20
+    assert expectation.configuration is not expectation.configuration
+
+    validator = validate.Validator(tmp_path / "gx", "scoped")
+    suite = validate.Suite.load("papers").row_level()
+    whole, gx_suite = validator._definition(suite)
+    frame = validate.prepare("papers", many_papers(60)).with_columns(
+        pl.lit(0, dtype=pl.UInt64).alias(validate.ROW_HASH)
+    )
+
+    def outcome() -> list[dict]:
+        batch = whole.get_batch(batch_parameters={"dataframe": frame.to_pandas()})
+        result = batch.validate(gx_suite, expectation_parameters=PARAMS,
+                                result_format=validate.COUNTS_FORMAT)  # fmt: skip
+        return [
+            {
+                "type": r.expectation_config.type,
+                "kwargs": r.expectation_config.kwargs,
+                "success": r.success,
+                "result": r.result,
+            }
+            for r in result.results
+        ]
+
+    plain = outcome()
+    with validate.configurations_reused():
+        reused = outcome()
+    assert reused == plain
+    failed = [r for r in plain if not r["success"]]
+    assert [(r["type"], r["result"]["unexpected_count"]) for r in failed] == [
+        ("expect_column_values_to_be_between", 15)
+    ]
