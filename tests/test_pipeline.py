@@ -377,3 +377,17 @@ def test_runs_here_go_without_heartbeats_under_settings_copied_once():
         changed = without_heartbeats(other)
         assert changed is not quiet and changed.flows.heartbeat_frequency is None
         assert changed.api.url == "http://127.0.0.1:9/api"
+
+
+def test_a_run_hands_the_gil_over_within_half_a_millisecond_and_restores_the_interval():
+    import sys
+
+    from flows.pipeline import prompt_gil
+
+    before = sys.getswitchinterval()
+    with prompt_gil():
+        assert sys.getswitchinterval() == pytest.approx(0.0005)
+    assert sys.getswitchinterval() == before
+    with pytest.raises(KeyError), prompt_gil():
+        raise KeyError("a failed run")
+    assert sys.getswitchinterval() == before
