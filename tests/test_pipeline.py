@@ -391,3 +391,23 @@ def test_a_run_hands_the_gil_over_within_half_a_millisecond_and_restores_the_int
     with pytest.raises(KeyError), prompt_gil():
         raise KeyError("a failed run")
     assert sys.getswitchinterval() == before
+
+
+def test_a_warm_process_hands_the_next_run_a_connection_with_ducklake_loaded():
+    from flows import pipeline
+
+    def loaded(con) -> bool:
+        return con.execute(
+            "select loaded from duckdb_extensions() where extension_name = 'ducklake'"
+        ).fetchone()[0]
+
+    pipeline.keep_spare_connection()
+    spare = pipeline._SPARE[0]
+    pipeline.keep_spare_connection()  # one is being made: no second
+    assert pipeline._SPARE == [spare]
+    taken = pipeline.connect_staging.fn()
+    assert taken is spare.result() and loaded(taken) and pipeline._SPARE == []
+    fresh = pipeline.connect_staging.fn()  # none spare: a new one
+    assert fresh is not taken and loaded(fresh)
+    taken.close()
+    fresh.close()
