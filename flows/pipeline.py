@@ -260,6 +260,7 @@ class Planned:
     con: duckdb.DuckDBPyConnection
     plans: dict[str, str]
     hashes: dict[str, pl.DataFrame] | None  # publish.row_hashes of each keyed table, if kept
+    digests: dict[str, str] | None = None  # publish.table_digest of each, where compared
 
     def close(self) -> None:
         """Drop the plans: detach the catalog and close the connection (idempotent)."""
@@ -318,15 +319,17 @@ def plan_publish(
     writing) and stage them, on `con` or a new connection, ready for the commit once the
     checks pass. `staged`: `stage_keyed` staged them on `con` already."""
     frames, hashed = keyed_frames(tables)
-    hashes = None
+    hashes = digests = None
     if hashed:
         hashes = {
             name: publish.row_hashes(frames[name], k) for name, k in publish.TABLE_KEYS.items()
         }
+    else:
+        digests = {name: publish.table_digest(frame) for name, frame in frames.items()}
     con = con or connect(extensions=())
     try:
-        plans = publish.prepare(con, settings, None if staged else frames, hashes)
-        return Planned(con, plans, hashes)
+        plans = publish.prepare(con, settings, None if staged else frames, hashes, digests)
+        return Planned(con, plans, hashes, digests)
     except BaseException:
         con.close()
         raise
@@ -380,7 +383,8 @@ def publish_snapshot(
             con.close()
     staged({name: tables[name] for name in publish.HISTORY_TABLES}, planned.con)
     kept = (settings, planned.hashes) if planned.hashes is not None else None
-    return publish.commit(planned.con, planned.plans, message, manifest, dim, kept)
+    digests = (settings, planned.digests) if planned.digests is not None else None
+    return publish.commit(planned.con, planned.plans, message, manifest, dim, kept, digests)
 
 
 def warm_up(settings: Settings) -> None:

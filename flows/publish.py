@@ -319,9 +319,11 @@ def planned_counts(
         else f"select '{name}', (select count(*) from {STAGE}.{name}__removed), "
         f"(select count(*) from {STAGE}.{name}__added)"
         for name, mode in plans.items()
+        if mode != "same"
     ]
     rows = con.execute(" union all ".join(parts)).fetchall() if parts else []
-    return {name: (deleted, inserted) for name, deleted, inserted in rows}
+    counts = {name: (0, 0) for name, mode in plans.items() if mode == "same"}
+    return counts | {name: (deleted, inserted) for name, deleted, inserted in rows}
 
 
 def apply_changes(
@@ -335,6 +337,8 @@ def apply_changes(
 
     `counts`: the plan's rows deleted and inserted (`planned_counts`), when counted already.
     """
+    if mode == "same":
+        return 0, 0
     deleted, inserted = counts or planned_counts(con, {name: mode})[name]
     target, staged = f"{LAKE}.main.{name}", f"{STAGE}.{name}"
     if mode == "replace":
@@ -380,6 +384,7 @@ def prepare(
     settings: Settings,
     frames: dict[str, pl.DataFrame] | None = None,
     hashes: dict[str, pl.DataFrame] | None = None,
+    digests: dict[str, str] | None = None,
 ) -> dict[str, str]:
     """Attach the catalog for writing and plan the change of every keyed table; the plans,
     by table. A run does it while its suites run: `commit` applies the plans once the
@@ -390,6 +395,10 @@ def prepare(
     `row_hashes` as `hashes`, where the cache holds the row hashes of the latest version
     (`PublishedRows`), those are compared in Polars and only the rows removed and added
     are staged; else the frames are staged whole and compared with the catalog.
+
+    `digests`: each table's `table_digest`. A table whose digest is the one the latest
+    version's commit kept (`PublishedDigests`) is planned `same` without reading the
+    catalog: on a +1 run, the tables that did not change (as rejects and duplicates).
     """
     attach(con, settings, create=True)
     try:
@@ -401,15 +410,24 @@ def prepare(
         published = PublishedRows(settings).load(con) if hashes is not None else None
         if published is not None:
             return plan_from_hashes(con, frames, hashes, published)
+        kept = PublishedDigests(settings).load(con) if digests else {}
+        same = {name for name in TABLE_KEYS if name in kept and kept[name] == digests[name]}
         if frames is not None:
-            stage_frames(con, frames)
+            stage_frames(con, {name: f for name, f in frames.items() if name not in same})
         lake, stage = table_columns(con, LAKE), table_columns(con, "memory")
-        scripts = {name: merge_script(name, keys, lake, stage) for name, keys in TABLE_KEYS.items()}
+        scripts = {
+            name: merge_script(name, keys, lake, stage)
+            for name, keys in TABLE_KEYS.items()
+            if name not in same
+        }
         # One script for all tables: a statement's end waits for the GIL, which the suites
-        # running beside it in Python hold for up to 5 ms at a time.
+        # running beside it in Python hold at a time.
         if any(scripts.values()):
             con.execute(";\n".join(s for s in scripts.values() if s))
-        return {name: "merge" if script else "replace" for name, script in scripts.items()}
+        return {
+            name: "same" if name in same else "merge" if scripts[name] else "replace"
+            for name in TABLE_KEYS
+        }
     except BaseException:
         detach(con)
         raise
@@ -552,6 +570,44 @@ class PublishedRows:
             logging.getLogger("paperlake").warning("row hashes not kept: %s", exc)
 
 
+def table_digest(frame: pl.DataFrame) -> str:
+    """A digest of a table: its columns and types, its row count and the sums of its rows'
+    64-bit hashes (their low and high halves), so that the order of the rows does not
+    matter. Two tables of equal digest differ only by a chance collision of the sums."""
+    hashes = frame.hash_rows()
+    low, high = (hashes % 2**32).sum(), (hashes // 2**32).sum()
+    columns = json.dumps([[name, str(dtype)] for name, dtype in frame.schema.items()])
+    kind = hashlib.sha256(columns.encode()).hexdigest()[:16]
+    return f"{kind}:{frame.height}:{low}:{high}"
+
+
+class PublishedDigests:
+    """The `table_digest` of every keyed table as the latest version holds it, kept in the
+    cache by the run that committed it, with the stamp `PublishedRows` writes: read only
+    while the catalog's latest snapshot is the one that stamp names."""
+
+    def __init__(self, settings: Settings):
+        self.rows = PublishedRows(settings)
+        self.path = self.rows.folder / "digests.json"
+
+    def load(self, con: duckdb.DuckDBPyConnection) -> dict[str, str]:
+        """The digests, if they are those of the latest snapshot; else none."""
+        try:
+            kept = json.loads(self.path.read_text())
+            return kept["digests"] if kept["stamp"] == self.rows.stamp(con) else {}
+        except (OSError, ValueError, TypeError, KeyError):
+            return {}
+
+    def save(self, con: duckdb.DuckDBPyConnection, digests: dict[str, str]) -> None:
+        """Keep `digests`, of the tables just committed on `con` under the run lock."""
+        try:
+            text = json.dumps({"stamp": self.rows.stamp(con), "digests": digests})
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            write_atomically(self.path, lambda tmp: tmp.write_text(text))
+        except OSError as exc:
+            logging.getLogger("paperlake").warning("table digests not kept: %s", exc)
+
+
 def commit(
     con: duckdb.DuckDBPyConnection,
     plans: dict[str, str],
@@ -559,6 +615,7 @@ def commit(
     manifest: dict,
     embedding_dim: int,
     published: tuple[Settings, dict[str, pl.DataFrame]] | None = None,
+    digests: tuple[Settings, dict[str, str]] | None = None,
 ) -> tuple[int, dict[str, tuple[int, int]]]:
     """Apply `plans` (`prepare`) and append the history tables as one snapshot; detach.
 
@@ -573,6 +630,8 @@ def commit(
         embedding_dim: the dimension of the `embedding_vectors` view's fixed-size arrays.
         published: the settings and the keyed tables' `row_hashes`, kept for the next
             run's plan (`PublishedRows`) once the snapshot is committed.
+        digests: the settings and the keyed tables' `table_digest`, kept for the next
+            run's plan (`PublishedDigests`) once the snapshot is committed.
 
     Returns:
         the new version and, per table, rows deleted and inserted.
@@ -607,6 +666,8 @@ def commit(
         in_transaction = False
         if published is not None:
             PublishedRows(published[0]).save(con, published[1])
+        if digests is not None:
+            PublishedDigests(digests[0]).save(con, digests[1])
     except BaseException:
         if in_transaction:
             con.execute("rollback")

@@ -235,6 +235,14 @@ def test_a_publish_planned_from_kept_row_hashes_publishes_what_one_planned_from_
         return plan_from_hashes(con, frames, *args, **kwargs)
 
     monkeypatch.setattr(publish, "plan_from_hashes", counted)
+    prepare, prepared = publish.prepare, []
+
+    def kept_plans(*args, **kwargs):
+        prepared.append(prepare(*args, **kwargs))
+        return prepared[-1]
+
+    monkeypatch.setattr(publish, "prepare", kept_plans)
+    changes = {}
 
     def run_both(version: int) -> list[int]:
         calls = []
@@ -243,14 +251,22 @@ def test_a_publish_planned_from_kept_row_hashes_publishes_what_one_planned_from_
             before = len(planned_from_hashes)
             run = paperlake(raw=[str(raw_copy)], warehouse=str(settings.warehouse))
             assert run.version == version
+            changes[settings.warehouse.name] = run.changes
             calls.append(len(planned_from_hashes) - before)
             with open_lake(settings, extensions=()) as con:  # what the next plan will use
                 assert (publish.PublishedRows(settings).load(con) is not None) == (rows == 0)
         return calls
 
     assert run_both(1) == [0, 0]  # nothing kept yet: both compare with the catalog
+    assert "same" not in prepared[-1].values()
     add_new_dump(raw_copy)
     assert run_both(2) == [1, 0]
+    # The compared run read from the catalog only the tables whose digest changed since
+    # version 1; the others it left as they are.
+    same = {name for name, mode in prepared[-1].items() if mode == "same"}
+    assert same and "papers" not in same and prepared[-1]["papers"] == "merge"
+    assert all(changes["hashed"][name] == [0, 0] for name in same)
+    assert changes["compared"] == changes["hashed"]
     for version in (1, 2):
         _, hashed_tables, _ = history.checksums(hashed, version)
         _, compared_tables, _ = history.checksums(compared, version)

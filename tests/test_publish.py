@@ -203,3 +203,37 @@ def test_kept_row_hashes_serve_only_the_snapshot_that_wrote_them(con, tmp_path):
     kept.folder.write_text("a file where the folder would be")
     kept.save(con, hashes)
     assert kept.load(con) is None
+
+
+def test_a_table_digest_ignores_row_order_and_sees_any_change_of_rows_or_types():
+    import polars as pl
+
+    from flows.publish import table_digest
+
+    frame = pl.DataFrame({"id": [1, 2, 3], "label": ["a", "b", None], "terms": [["x"], [], ["y"]]})
+    assert table_digest(frame) == table_digest(frame.reverse())
+    changed = [
+        frame.with_columns(label=pl.Series(["a", "b", "c"])),
+        frame.with_columns(terms=pl.Series([["x"], [None], ["y"]])),
+        frame.head(2),
+        frame.vstack(frame.tail(1)),
+        frame.with_columns(pl.col("id").cast(pl.Int32)),
+        frame.rename({"label": "name"}),
+    ]
+    digests = {table_digest(other) for other in changed}
+    assert len(digests) == len(changed) and table_digest(frame) not in digests
+
+
+def test_kept_table_digests_serve_only_the_snapshot_that_wrote_them(con, tmp_path):
+    from flows.publish import PublishedDigests
+
+    settings = Settings(warehouse=tmp_path / "warehouse")
+    con.execute(f"create table {LAKE}.main.topics (topic_id integer, label varchar)")
+    kept = PublishedDigests(settings)
+    assert kept.load(con) == {}  # none kept yet
+    kept.save(con, {"topics": "d1"})
+    assert kept.load(con) == {"topics": "d1"}
+    con.execute(f"insert into {LAKE}.main.topics values (3, 'c')")  # another commit
+    assert kept.load(con) == {}
+    kept.path.write_text("{not json")
+    assert kept.load(con) == {}
