@@ -398,6 +398,12 @@ def warm_up(settings: Settings) -> None:
     aggregate.warm_up()
     publish.previous_version(settings)  # read once; kept while the catalog is unchanged
     keep_spare_connection()
+    # A process's first flow run imports FastAPI, with which Prefect serializes the flow's
+    # parameters, and copies Prefect's settings without heartbeats: 1.2 s of it, done now.
+    import prefect.context
+
+    paperlake.serialize_parameters({"warehouse": str(settings.warehouse)})
+    without_heartbeats(prefect.context.get_settings_context().settings)
 
 
 def flow_parameter_type(kind: Any) -> Any:

@@ -411,3 +411,35 @@ def test_a_warm_process_hands_the_next_run_a_connection_with_ducklake_loaded():
     assert fresh is not taken and loaded(fresh)
     taken.close()
     fresh.close()
+
+
+def test_warm_up_leaves_a_processs_first_flow_run_nothing_to_import_or_copy(tmp_path):
+    """What `paperlake serve` does at its start: beside the model and the suites, what a
+    process's first flow run would import (FastAPI, for Prefect's parameter encoding) and
+    the settings it would copy; and a publish connection for the first run."""
+    import subprocess
+    import sys
+
+    code = """
+import sys
+from pathlib import Path
+
+import prefect.context
+
+from flows import pipeline
+from flows.settings import Settings, configure_environment
+
+configure_environment()
+assert "fastapi.encoders" not in sys.modules
+pipeline.warm_up(Settings(warehouse=Path(sys.argv[1])))
+assert "fastapi.encoders" in sys.modules
+assert pipeline._WITHOUT_HEARTBEATS[0][0] is prefect.context.get_settings_context().settings
+assert pipeline._SPARE[0].result().execute("select 41 + 1").fetchone() == (42,)
+print("warm")
+"""
+    done = subprocess.run(
+        [sys.executable, "-c", code, str(tmp_path / "warehouse")],
+        capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.split()[-1] == "warm"
