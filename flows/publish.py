@@ -420,8 +420,8 @@ def prepare(
             for name, keys in TABLE_KEYS.items()
             if name not in same
         }
-        # One script for all tables: a statement's end waits for the GIL, which the suites
-        # running beside it in Python hold at a time.
+        # One script for all tables: each statement's end waits for the GIL, which the
+        # suites running beside it in Python hold (pipeline.prompt_gil shortens the wait).
         if any(scripts.values()):
             con.execute(";\n".join(s for s in scripts.values() if s))
         return {
