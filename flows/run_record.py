@@ -160,7 +160,7 @@ def ingested(summary: RunSummary, result, papers: pl.DataFrame, locations: int, 
     """Counts of the ingest stage."""
     sources = result.sources
     summary.files = sources.height
-    summary.files_parsed = sum(1 for f in result.files if not f.cached)
+    summary.files_parsed = sum(1 for f in result.files if f.parsed)
     summary.file_errors = [e for e in sources["error"].to_list() if e]
     summary.file_warnings = [
         f"{path}: {warning}"

@@ -312,7 +312,11 @@ TABLES: tuple[Table, ...] = (
             ("status", "published"),
             ("fingerprint", "hash of inputs, content config, model and code"),
             ("files", "raw files"),
-            ("files_parsed", "files parsed (the rest came from the parse cache)"),
+            (
+                "files_parsed",
+                "files parsed for records (the rest came from the parse cache, or are "
+                "settings, documentation or unreadable files)",
+            ),
             ("records_seen", "records read"),
             ("accepted", "accepted"),
             ("rejected", "rejected"),

@@ -665,9 +665,17 @@ def test_settings_that_contradict_the_content_make_the_file_an_error(tmp_path):
 def test_parses_are_cached_and_redone_when_the_settings_change(tmp_path):
     raw, cache = tmp_path / "raw", tmp_path / "cache"
     write(raw / "rows.csv", f'id,abstract\nc1,"{ONE}"\nc2,"too short"\n')
+    write(raw / "README.md", "# What these exports are\n")
     first = ingest.ingest([raw], cache_dir=cache)
     again = ingest.ingest([raw], cache_dir=cache)
-    assert [f.cached for f in again.files] == [True]
+    assert {f.path.rsplit("/", 1)[-1]: f.cached for f in again.files} == {
+        "rows.csv": True,
+        "README.md": False,
+    }
+    # Parsed for records: the data file the first time, nothing the second (the README is
+    # listed, never parsed).
+    assert [f.path.rsplit("/", 1)[-1] for f in first.files if f.parsed] == ["rows.csv"]
+    assert [f.path for f in again.files if f.parsed] == []
     assert again.records.equals(first.records)
     assert again.rejects.equals(first.rejects)
     assert again.sources.equals(first.sources)
@@ -675,8 +683,10 @@ def test_parses_are_cached_and_redone_when_the_settings_change(tmp_path):
     changed = ingest.ingest([raw], cache_dir=cache)
     assert {f.path.rsplit("/", 1)[-1]: f.cached for f in changed.files} == {
         "rows.csv": False,
+        "README.md": False,
         "paperlake.toml": False,
     }
+    assert [f.path.rsplit("/", 1)[-1] for f in changed.files if f.parsed] == ["rows.csv"]
     assert changed.records["venue"].to_list() == ["X"]
 
 

@@ -18,6 +18,8 @@ import polars as pl
 INGEST_VERSION = "5"
 SNIPPET_CHARS = 200
 SETTINGS_FILE = "paperlake.toml"
+# Files a run lists in sources without parsing them for records.
+NOT_PARSED = frozenset({"settings", "documentation"})
 REJECT_RULES = (
     "empty_abstract",
     "too_short",
@@ -124,6 +126,12 @@ class SourceFile:
     no_venue: int = 0
     no_year: int = 0
     warning: str | None = None
+
+    @property
+    def parsed(self) -> bool:
+        """Whether this run parsed the file for records: not read from the parse cache, and
+        neither a settings or documentation file nor one that could not be read."""
+        return not self.cached and self.error is None and self.format not in NOT_PARSED
 
     def row(self) -> dict:
         """The file's row of the sources table."""
