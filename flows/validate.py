@@ -184,11 +184,10 @@ _configurations = threading.local()
 def reuse_configurations() -> None:
     """Great Expectations builds an expectation's configuration anew (a pydantic dict of
     every field) each time one of its keyword arguments is read: about 50 times for each
-    expectation validated (a +1 run's suites on the sample: 1.0 s, 0.77 s with it, medians
-    of 10). Inside `configurations_reused`
-    each expectation object builds it once. The scope is one validation call, in which
-    Great Expectations makes the expectation objects from configurations and only reads
-    them; outside it nothing changes."""
+    expectation validated. Inside `configurations_reused` each expectation object builds it
+    once (a +1 run's suites on the sample: 1.0 s, 0.77 s with it, medians of 10). The
+    scope is one validation call, in which Great Expectations makes the expectation
+    objects from configurations and only reads them; outside it nothing changes."""
     from great_expectations.expectations.expectation import Expectation
 
     build = Expectation.configuration.fget
