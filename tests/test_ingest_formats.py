@@ -757,3 +757,26 @@ def test_shared_corpora():
         assert not pubmed.str.contains(bad, literal=True).any(), bad
     papers, _ = ingest.build_papers(pl.concat([r.records for r in results.values()]))
     assert papers.height == 826
+
+
+def test_cached_files_come_back_in_order_each_with_its_own_path(tmp_path):
+    """Files of equal content share one cached parse; read back, each file's records carry
+    its own path, in the order the files were found, and its rejects come back too."""
+    raw, cache = tmp_path / "raw", tmp_path / "cache"
+    write(raw / "a.txt", f"{ONE}\n{TWO}\n")
+    write(raw / "b.txt", f"{THREE}\ntoo short\n")
+    write(raw / "c.txt", f"{ONE}\n{TWO}\n")
+    first = ingest.ingest([raw], cache_dir=cache)
+    again = ingest.ingest([raw], cache_dir=cache)
+    assert [f.cached for f in again.files] == [True, True, True]
+    assert len({part for part, _ in again.parts}) == 2  # a.txt and c.txt share theirs
+    assert again.records.equals(first.records) and again.rejects.equals(first.rejects)
+    a, b, c = (str(raw / name) for name in ("a.txt", "b.txt", "c.txt"))
+    assert again.records.select("source_path", "record_no").rows() == [
+        (a, 1),
+        (a, 2),
+        (b, 1),
+        (c, 1),
+        (c, 2),
+    ]
+    assert again.rejects.select("source_path", "rule").rows() == [(b, "too_short")]

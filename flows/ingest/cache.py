@@ -12,7 +12,15 @@ from pathlib import Path
 import polars as pl
 
 from flows.ingest.metadata import metadata_from_path
-from flows.ingest.model import INGEST_VERSION, NO_OVERRIDE, FileOverride, SourceFile
+from flows.ingest.model import (
+    INGEST_VERSION,
+    NO_OVERRIDE,
+    REJECT_SCHEMA,
+    FileOverride,
+    SourceFile,
+)
+
+NO_REJECTS = pl.DataFrame(schema=REJECT_SCHEMA)  # frames are immutable: one serves every file
 
 
 class PartWriter:
@@ -73,9 +81,12 @@ class ParseCache:
         names = spec.pop("parts")
         cached = SourceFile(**spec)
         cached.path = source.path
-        rejects = pl.read_parquet(self.folder / key / "rejects.parquet").with_columns(
-            source_path=pl.lit(source.path)
-        )
+        if cached.rejected:
+            rejects = pl.read_parquet(self.folder / key / "rejects.parquet").with_columns(
+                source_path=pl.lit(source.path)
+            )
+        else:  # not read: most files reject nothing, and a folder may hold thousands
+            rejects = NO_REJECTS
         return cached, [self.folder / key / n for n in names], rejects
 
     def writer(
