@@ -22,7 +22,16 @@ import numpy as np
 import polars as pl
 
 from flows.files import write_atomically
-from flows.lake import LAKE, attach, catalog_exists, catalog_name, connect, read_sql
+from flows.lake import (
+    LAKE,
+    attach,
+    catalog_exists,
+    catalog_name,
+    connect,
+    published_versions,
+    read_sql,
+    run_lock,
+)
 from flows.settings import Settings
 from flows.tables import history_tables, keyed_tables
 
@@ -569,6 +578,11 @@ class PublishedRows:
         except OSError as exc:
             logging.getLogger("paperlake").warning("row hashes not kept: %s", exc)
 
+    def restamp(self, con: duckdb.DuckDBPyConnection, before: dict) -> None:
+        """Stamp the kept hashes with the catalog's snapshot now, where they were those of
+        the snapshot `before` and no commit since changed a row (`compact`)."""
+        restamp(self.stamp_path, before, self.stamp(con))
+
 
 def table_digest(frame: pl.DataFrame) -> str:
     """A digest of a table: its columns and types, its row count and the sums of its rows'
@@ -606,6 +620,23 @@ class PublishedDigests:
             write_atomically(self.path, lambda tmp: tmp.write_text(text))
         except OSError as exc:
             logging.getLogger("paperlake").warning("table digests not kept: %s", exc)
+
+    def restamp(self, con: duckdb.DuckDBPyConnection, before: dict) -> None:
+        """As `PublishedRows.restamp`, for the digests."""
+        restamp(self.path, before, self.rows.stamp(con), field="stamp")
+
+
+def restamp(path: Path, before: dict, now: dict, field: str | None = None) -> None:
+    """Replace the stamp `before` in the JSON file `path` (the whole file, or its `field`)
+    by `now`; a file that holds another stamp, or none, is left as it is."""
+    try:
+        kept = json.loads(path.read_text())
+        if (kept[field] if field else kept) != before:
+            return
+        text = json.dumps({**kept, field: now} if field else now)
+        write_atomically(path, lambda tmp: tmp.write_text(text))
+    except (OSError, ValueError, TypeError, KeyError):
+        return
 
 
 def commit(
@@ -686,3 +717,69 @@ def publish(
 ) -> tuple[int, dict[str, tuple[int, int]]]:
     """Commit the staged tables to the catalog as one snapshot: `prepare`, then `commit`."""
     return commit(con, prepare(con, settings), message, manifest, embedding_dim)
+
+
+@dataclass
+class Compaction:
+    """What `compact` did: each table's live files (data and delete files) before and
+    after, and the files no version needs any more that it removed from disk."""
+
+    version: int | None
+    files_before: dict[str, int]
+    files_after: dict[str, int]
+    removed: int
+
+
+def live_files(con: duckdb.DuckDBPyConnection) -> dict[str, int]:
+    """Each published table's data and delete files at the latest snapshot of the catalog
+    attached on `con`: what reading the table opens."""
+    counts = {}
+    for name in sorted(lake_tables(con)):
+        counts[name] = con.execute(
+            f"select count(*) + count(delete_file) from ducklake_list_files('{LAKE}', ?)", [name]
+        ).fetchone()[0]
+    return counts
+
+
+def compact(settings: Settings, remove_files: bool = True) -> Compaction:
+    """Merge each table's small files (one or more a run) and apply its delete files, so
+    that reading a table opens a few files however many versions the warehouse holds.
+
+    DuckLake's maintenance functions keep every version readable as it was: merged files
+    carry the snapshots their rows belong to. Their commits add catalog snapshots without
+    a message, which are not versions: the next version's number skips them. The row
+    hashes and digests kept for the next run's plan (`PublishedRows`, `PublishedDigests`)
+    stay valid, since no row changes, and are stamped with the new snapshot. Runs under the
+    run lock.
+
+    Args:
+        remove_files: delete the files no snapshot reads any more (a reader that started
+            before the compaction may still be scanning them); else a later compaction
+            removes them.
+    """
+    if not catalog_exists(settings):
+        attach(connect(extensions=()), settings)  # raises WarehouseError, naming the place
+    with run_lock(settings):
+        con = connect(extensions=())
+        try:
+            attach(con, settings)
+            rows, digests = PublishedRows(settings), PublishedDigests(settings)
+            stamp = rows.stamp(con)
+            before = live_files(con)
+            con.execute(f"call ducklake_merge_adjacent_files('{LAKE}')")
+            con.execute(f"call ducklake_rewrite_data_files('{LAKE}', delete_threshold => 0)")
+            con.execute(f"call ducklake_merge_adjacent_files('{LAKE}')")  # the rewritten files
+            after = live_files(con)
+            removed = 0
+            if remove_files:
+                removed = len(
+                    con.execute(
+                        f"call ducklake_cleanup_old_files('{LAKE}', cleanup_all => true)"
+                    ).fetchall()
+                )
+            rows.restamp(con, stamp)
+            digests.restamp(con, stamp)
+            version = max(published_versions(con), default=None)
+        finally:
+            con.close()
+    return Compaction(version, before, after, removed)

@@ -289,6 +289,7 @@ def test_bad_arguments_end_with_a_message_not_a_traceback(sample_run, tmp_path):
         (["query", "select 1", "-v", "1", "-w", wh], 2, "No such option: -v"),
         (["query", "select 1", "--version", "x", "-w", wh], 2, "Invalid value for '--version'"),
         (["versions", "-w", tmp_path / "none"], 1, "no warehouse at"),
+        (["compact", "-w", tmp_path / "none"], 1, "no warehouse at"),
         (["diff", "1", "-w", wh], 2, "Missing argument"),
         (["diff", "1", "9", "--format", "csv", "-w", wh], 1, "version 9 is not a published"),
         (["checksum", "--version", "9", "-w", wh], 1, "version 9 is not a published"),

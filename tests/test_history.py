@@ -39,6 +39,12 @@ NEW_ABSTRACTS = [
 ]
 
 
+LATER_ABSTRACT = (
+    "Tabular foundation models pre-trained on synthetic tables classify small real datasets "
+    "in one forward pass; we show where they fail on wide tables and propose a fix."
+)
+
+
 def first_words(abstract: str) -> str:
     """How an untitled paper is listed: its abstract's first 14 words."""
     words = abstract.split()
@@ -129,6 +135,24 @@ def test_unchanged_new_and_edited_inputs(prefect_server, raw_copy, tmp_path):
         assert con.execute("select count(*) from paper_topics").fetchone() == (24,)
         runs = con.execute("select snapshot_id, embedded from runs order by 1").fetchall()
         assert runs == [(1, 38), (2, 5), (3, 1), (4, 0)]
+
+    # Compacted: every version reads as before, from fewer files, and runs go on.
+    sums = {version: history.checksums(settings, version) for version in (1, 2, 3, 4)}
+    done = publish.compact(settings)
+    assert done.version == 4 and done.removed > 0
+    assert sum(done.files_after.values()) < sum(done.files_before.values())
+    assert max(done.files_after.values()) == 1
+    assert {version: history.checksums(settings, version) for version in (1, 2, 3, 4)} == sums
+    write(raw_copy / "later.txt", "ICLR 2026 Papers\n\n" + LATER_ABSTRACT + "\n")
+    fifth = paperlake(raw=[str(raw_copy)], warehouse=str(warehouse))
+    assert fifth.status == "published" and (fifth.embedded, fifth.papers) == (1, 25)
+    assert history.diff(settings, 4, fifth.version).counts() == {
+        "added": 1,
+        "removed": 0,
+        "changed": 0,
+    }
+    with open_lake(settings) as con:
+        assert published_versions(con) == [1, 2, 3, 4, fifth.version]
 
 
 def test_same_input_gives_same_checksums(prefect_server, sample_run, tmp_path):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import shutil
 
 import pytest
@@ -237,3 +238,93 @@ def test_kept_table_digests_serve_only_the_snapshot_that_wrote_them(con, tmp_pat
     assert kept.load(con) == {}
     kept.path.write_text("{not json")
     assert kept.load(con) == {}
+
+
+def small_versions(settings: Settings, count: int) -> dict[int, list]:
+    """`count` published versions of a lake holding neighbors, each deleting one paper's
+    rows and inserting two papers' (as runs do: a few small files a version); returns each
+    version's rows."""
+    from flows.lake import published_versions
+
+    con = connect(extensions=())
+    attach(con, settings, create=True)
+    con.execute("create table neighbors (paper_id varchar, neighbor_id varchar, score double)")
+    for n in range(count):
+        con.execute("begin transaction")
+        con.execute("delete from neighbors where paper_id = ?", [f"p{n - 1}"])
+        for paper in (f"p{n}", f"q{n}"):
+            con.execute("insert into neighbors values (?, 'x', ?), (?, 'y', ?)",
+                        [paper, n / 10, paper, n / 20])  # fmt: skip
+        con.execute(f"call {LAKE}.set_commit_message('paperlake', 'version')")
+        con.execute("commit")
+    rows = {
+        v: con.execute(f"select * from neighbors at (version => {v}) order by all").fetchall()
+        for v in published_versions(con)
+    }
+    con.close()
+    return rows
+
+
+def test_compacting_merges_each_tables_files_and_every_version_reads_as_before(tmp_path):
+    from flows.lake import published_versions
+    from flows.publish import PublishedDigests, compact
+
+    settings = Settings(warehouse=tmp_path / "warehouse")
+    rows = small_versions(settings, 6)
+    assert len(rows) == 6 and rows[max(rows)] != rows[min(rows)]
+    con = connect(extensions=())
+    attach(con, settings, read_only=True)
+    PublishedDigests(settings).save(con, {"neighbors": "digest of the latest"})
+    con.close()
+    on_disk = set((tmp_path / "warehouse" / "data").rglob("*.parquet"))
+
+    done = compact(settings)
+    # A file or more each version became one.
+    assert (done.version, done.files_after) == (max(rows), {"neighbors": 1})
+    assert done.files_before["neighbors"] >= len(rows)
+    assert done.removed == len(on_disk - set((tmp_path / "warehouse" / "data").rglob("*.parquet")))
+    assert done.removed > 0
+    con = connect(extensions=())
+    attach(con, settings)
+    assert published_versions(con) == sorted(rows)  # compaction adds no version
+    for version, expected in rows.items():
+        got = con.execute(f"select * from neighbors at (version => {version}) order by all")
+        assert got.fetchall() == expected
+    # No row changed: the digests kept for the next plan still serve it.
+    assert PublishedDigests(settings).load(con) == {"neighbors": "digest of the latest"}
+    con.execute("insert into neighbors values ('r', 'x', 1.0)")
+    next_snapshot = con.execute(f"select max(snapshot_id) from {LAKE}.snapshots()").fetchone()[0]
+    assert next_snapshot > max(rows) + 1  # the next version's number skips compaction's
+    con.close()
+
+
+def test_compact_with_keep_files_leaves_them_for_a_later_compact(tmp_path):
+    from typer.testing import CliRunner
+
+    from flows.cli import app
+
+    settings = Settings(warehouse=tmp_path / "warehouse")
+    rows = small_versions(settings, 3)
+    data = tmp_path / "warehouse" / "data"
+    on_disk = set(data.rglob("*.parquet"))
+    kept = CliRunner().invoke(app, ["compact", "--keep-files", "-w", str(settings.warehouse)])
+    said = " ".join(kept.output.split())
+    after_keep = set(data.rglob("*.parquet"))
+    assert kept.exit_code == 0 and on_disk < after_keep  # the merged file beside them
+    before = re.search(rf"at version {max(rows)}: (\d+) live files became 1; 0 files", said)
+    assert before and int(before[1]) >= len(rows)  # a file or more each version
+    later = CliRunner().invoke(app, ["compact", "-w", str(settings.warehouse)])
+    gone = after_keep - set(data.rglob("*.parquet"))
+    assert gone and gone <= on_disk
+    said = " ".join(later.output.split())
+    assert f"1 live files became 1; {len(gone)} files no version reads were removed" in said
+    assert "│ neighbors │ 1 │ 1 │" in said
+
+
+def test_compacting_no_warehouse_names_the_place_and_creates_nothing(tmp_path):
+    from flows.errors import WarehouseError
+    from flows.publish import compact
+
+    with pytest.raises(WarehouseError, match=f"no warehouse at {tmp_path / 'none'}"):
+        compact(Settings(warehouse=tmp_path / "none"))
+    assert not (tmp_path / "none").exists()

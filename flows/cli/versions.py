@@ -149,3 +149,42 @@ def checksum(
     if fmt == Format.table:
         out.print(f"version {number}")
     print_frame(frame, fmt, max_rows)
+
+
+@setting_options("warehouse", "catalog", "data_path")
+def compact(
+    keep_files: Annotated[
+        bool,
+        typer.Option(
+            "--keep-files",
+            help="Leave the files no version reads any more on disk (a query running now "
+            "may be reading them); a later compact removes them.",
+        ),
+    ] = False,
+    *,
+    settings: Settings,
+) -> None:
+    """Merge each table's small files, one or more a run, so that reading a table opens a
+    few files however many versions the warehouse holds. Every version reads as before."""
+    import polars as pl
+
+    from flows.publish import compact as compact_lake
+
+    try:
+        done = compact_lake(settings, remove_files=not keep_files)
+    except WarehouseError as exc:
+        fail(str(exc))
+    frame = pl.DataFrame(
+        {
+            "table": list(done.files_before),
+            "files before": list(done.files_before.values()),
+            "files after": [done.files_after.get(t, 0) for t in done.files_before],
+        }
+    )
+    print_frame(frame, Format.table, 0)
+    before, after = sum(done.files_before.values()), sum(done.files_after.values())
+    out.print(
+        f"compacted {settings.warehouse} at version {done.version}: {before} live files "
+        f"became {after}; {done.removed} files no version reads were removed",
+        highlight=False,
+    )
