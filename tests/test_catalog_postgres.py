@@ -272,3 +272,17 @@ def test_an_unreachable_catalog_is_one_clear_line(postgres_server: PostgresServe
             assert result.exit_code == 1, result.output
             assert message in " ".join(result.output.split()), result.output
             assert "Traceback" not in result.output and "s3cret" not in result.output
+
+
+def test_compact_on_a_postgres_catalog_keeps_every_version(shared_lake):
+    """Compaction is DuckLake's own maintenance, on the PostgreSQL catalog as on a file."""
+    settings = shared_lake.settings
+    with open_lake(settings) as con:
+        versions = published_versions(con)
+    sums = {version: history.checksums(settings, version) for version in versions}
+    done = invoke("compact", "--catalog", settings.catalog, "-w", settings.warehouse)
+    assert done.exit_code == 0, done.output
+    assert f"at version {versions[-1]}:" in " ".join(done.output.split())
+    assert {version: history.checksums(settings, version) for version in versions} == sums
+    with open_lake(settings) as con:
+        assert published_versions(con) == versions
