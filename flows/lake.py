@@ -206,6 +206,12 @@ def needed_extensions(settings: Settings) -> tuple[str, ...]:
     return needed + (("httpfs",) if is_url(settings.data_location) else ())
 
 
+def no_warehouse(settings: Settings) -> WarehouseError:
+    """The error of a command that needs a warehouse where there is none yet."""
+    where = catalog_name(settings) if settings.catalog else settings.warehouse
+    return WarehouseError(f"no warehouse at {where}: run `paperlake run` first")
+
+
 def attach(
     con: duckdb.DuckDBPyConnection,
     settings: Settings,
@@ -226,8 +232,7 @@ def attach(
     """
     exists = catalog_exists(settings)
     if not exists and not create:
-        where = catalog_name(settings) if settings.catalog else settings.warehouse
-        raise WarehouseError(f"no warehouse at {where}: run `paperlake run` first")
+        raise no_warehouse(settings)
     for name in needed_extensions(settings):
         load_extension(con, name)
     con.execute(f"set ducklake_max_retry_count = {COMMIT_RETRIES}")

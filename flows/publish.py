@@ -28,6 +28,7 @@ from flows.lake import (
     catalog_exists,
     catalog_name,
     connect,
+    no_warehouse,
     published_versions,
     read_sql,
     run_lock,
@@ -757,8 +758,8 @@ def compact(settings: Settings, remove_files: bool = True) -> Compaction:
             before the compaction may still be scanning them); else a later compaction
             removes them.
     """
-    if not catalog_exists(settings):
-        attach(connect(extensions=()), settings)  # raises WarehouseError, naming the place
+    if not catalog_exists(settings):  # checked first: the lock would make the folder
+        raise no_warehouse(settings)
     with run_lock(settings):
         con = connect(extensions=())
         try:
