@@ -275,6 +275,10 @@ def test_compacting_merges_each_tables_files_and_every_version_reads_as_before(t
     con = connect(extensions=())
     attach(con, settings, read_only=True)
     PublishedDigests(settings).save(con, {"neighbors": "digest of the latest"})
+    latest = con.table("neighbors").pl()
+    PublishedRows(settings).save(
+        con, {name: row_hashes(latest, ("paper_id",)) for name in TABLE_KEYS}
+    )
     con.close()
     on_disk = set((tmp_path / "warehouse" / "data").rglob("*.parquet"))
 
@@ -290,8 +294,10 @@ def test_compacting_merges_each_tables_files_and_every_version_reads_as_before(t
     for version, expected in rows.items():
         got = con.execute(f"select * from neighbors at (version => {version}) order by all")
         assert got.fetchall() == expected
-    # No row changed: the digests kept for the next plan still serve it.
+    # No row changed: the digests and row hashes kept for the next plan still serve it.
     assert PublishedDigests(settings).load(con) == {"neighbors": "digest of the latest"}
+    kept = PublishedRows(settings).load(con)
+    assert kept is not None and kept["neighbors"].equals(row_hashes(latest, ("paper_id",)))
     con.execute("insert into neighbors values ('r', 'x', 1.0)")
     next_snapshot = con.execute(f"select max(snapshot_id) from {LAKE}.snapshots()").fetchone()[0]
     assert next_snapshot > max(rows) + 1  # the next version's number skips compaction's
