@@ -8,6 +8,7 @@ rows keep their data files and DuckLake's change feed shows what really changed.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import logging
@@ -761,26 +762,66 @@ def compact(settings: Settings, remove_files: bool = True) -> Compaction:
     if not catalog_exists(settings):  # checked first: the lock would make the folder
         raise no_warehouse(settings)
     with run_lock(settings):
-        con = connect(extensions=())
-        try:
-            attach(con, settings)
-            rows, digests = PublishedRows(settings), PublishedDigests(settings)
-            stamp = rows.stamp(con)
-            before = live_files(con)
-            con.execute(f"call ducklake_merge_adjacent_files('{LAKE}')")
-            con.execute(f"call ducklake_rewrite_data_files('{LAKE}', delete_threshold => 0)")
-            con.execute(f"call ducklake_merge_adjacent_files('{LAKE}')")  # the rewritten files
-            after = live_files(con)
-            removed = 0
-            if remove_files:
-                removed = len(
-                    con.execute(
-                        f"call ducklake_cleanup_old_files('{LAKE}', cleanup_all => true)"
-                    ).fetchall()
-                )
-            rows.restamp(con, stamp)
-            digests.restamp(con, stamp)
-            version = max(published_versions(con), default=None)
-        finally:
-            con.close()
+        return compact_locked(settings, 0 if remove_files else None)
+
+
+COMPACTED = "compacted.json"  # in the published cache: the version of the last compaction
+
+
+def compact_locked(settings: Settings, remove_after: int | None) -> Compaction:
+    """`compact`, for a caller that holds the run lock.
+
+    Args:
+        remove_after: remove the files no snapshot reads that were left this many seconds
+            ago or earlier (0: all of them); None: none.
+    """
+    con = connect(extensions=())
+    try:
+        attach(con, settings)
+        rows, digests = PublishedRows(settings), PublishedDigests(settings)
+        stamp = rows.stamp(con)
+        before = live_files(con)
+        con.execute(f"call ducklake_merge_adjacent_files('{LAKE}')")
+        con.execute(f"call ducklake_rewrite_data_files('{LAKE}', delete_threshold => 0)")
+        con.execute(f"call ducklake_merge_adjacent_files('{LAKE}')")  # the rewritten files
+        after = live_files(con)
+        removed = 0
+        if remove_after is not None:
+            since = f"older_than => now() - to_seconds({int(remove_after)})"
+            removed = len(
+                con.execute(
+                    f"call ducklake_cleanup_old_files('{LAKE}', "
+                    f"{'cleanup_all => true' if remove_after == 0 else since})"
+                ).fetchall()
+            )
+        rows.restamp(con, stamp)
+        digests.restamp(con, stamp)
+        version = max(published_versions(con), default=None)
+    finally:
+        con.close()
+    text = json.dumps({"catalog": catalog_name(settings), "version": version})
+    with contextlib.suppress(OSError):  # a record not kept: the next run compacts again
+        rows.folder.mkdir(parents=True, exist_ok=True)
+        write_atomically(rows.folder / COMPACTED, lambda tmp: tmp.write_text(text))
     return Compaction(version, before, after, removed)
+
+
+# Files a run's automatic compaction leaves on disk: those left this recently, which a
+# query that began before it may still be reading; the next compaction removes them.
+KEEP_LEFT_FILES_SECONDS = 3600
+
+
+def compact_when_due(settings: Settings, version: int) -> Compaction | None:
+    """Compact (`compact_locked`) once `settings.compact_every` versions were published
+    since the last compaction (or since the first version); the caller holds the run lock
+    and has just published `version`."""
+    if settings.compact_every <= 0:
+        return None
+    last = 0
+    with contextlib.suppress(OSError, ValueError, TypeError, KeyError):
+        kept = json.loads((settings.cache_path / "published" / COMPACTED).read_text())
+        if kept["catalog"] == catalog_name(settings):
+            last = int(kept["version"] or 0)
+    if version - last < settings.compact_every:
+        return None
+    return compact_locked(settings, KEEP_LEFT_FILES_SECONDS)

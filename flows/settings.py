@@ -160,6 +160,11 @@ class Settings:
         help="Fit topics afresh instead of carrying the last version's over (a run even "
         "when nothing changed).",
     )
+    compact_every: int = setting(
+        100,
+        help="Versions between the compactions a run does after it publishes (paperlake "
+        "compact); 0: never.",
+    )
     min_words: int = setting(20, help="Fewest words of an untitled abstract.")
     max_words: int = setting(1500, help="Most words of an abstract.")
     max_reject_share: float = setting(
@@ -213,7 +218,8 @@ class Settings:
     def content_config(self) -> dict:
         """The settings that shape published content (paths excluded)."""
         out = self.to_dict()
-        # refit_topics asks for a run, like --force; it is not part of what a version is.
+        # refit_topics asks for a run, like --force, and compact_every for upkeep: neither
+        # is part of what a version is.
         for key in (
             "warehouse",
             "raw",
@@ -222,6 +228,7 @@ class Settings:
             "data_path",
             "cluster",
             "refit_topics",
+            "compact_every",
         ):
             out.pop(key)
         return out

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import socket
@@ -144,8 +145,13 @@ def test_unchanged_new_and_edited_inputs(prefect_server, raw_copy, tmp_path):
     assert max(done.files_after.values()) == 1
     assert {version: history.checksums(settings, version) for version in (1, 2, 3, 4)} == sums
     write(raw_copy / "later.txt", "ICLR 2026 Papers\n\n" + LATER_ABSTRACT + "\n")
-    fifth = paperlake(raw=[str(raw_copy)], warehouse=str(warehouse))
+    # A run compacts by itself every compact_every versions (here each), after publishing.
+    fifth = paperlake(raw=[str(raw_copy)], warehouse=str(warehouse), compact_every=1)
     assert fifth.status == "published" and (fifth.embedded, fifth.papers) == (1, 25)
+    with open_lake(settings) as con:
+        assert set(publish.live_files(con).values()) <= {0, 1}
+    compacted = json.loads((settings.cache_path / "published" / "compacted.json").read_text())
+    assert compacted["version"] == fifth.version
     assert history.diff(settings, 4, fifth.version).counts() == {
         "added": 1,
         "removed": 0,

@@ -334,3 +334,21 @@ def test_compacting_no_warehouse_names_the_place_and_creates_nothing(tmp_path):
     with pytest.raises(WarehouseError, match=f"no warehouse at {tmp_path / 'none'}"):
         compact(Settings(warehouse=tmp_path / "none"))
     assert not (tmp_path / "none").exists()
+
+
+def test_a_compaction_is_due_every_compact_every_versions(tmp_path):
+    """`compact_when_due` (what a run does after publishing) compacts once compact_every
+    versions came since the last compaction, and leaves on disk the files just left."""
+    from flows.publish import compact_when_due
+
+    settings = Settings(warehouse=tmp_path / "warehouse", compact_every=4)
+    rows = small_versions(settings, 3)
+    latest = max(rows)  # snapshot 1 made the table: versions 2, 3, 4
+    assert compact_when_due(settings, latest - 1) is None  # 3 versions since none
+    assert compact_when_due(settings.with_(compact_every=0), latest) is None  # never
+    data = tmp_path / "warehouse" / "data"
+    on_disk = set(data.rglob("*.parquet"))
+    done = compact_when_due(settings, latest)
+    assert done is not None and done.version == latest and done.files_after == {"neighbors": 1}
+    assert done.removed == 0 and on_disk < set(data.rglob("*.parquet"))
+    assert compact_when_due(settings, latest + 3) is None  # counted from this compaction
