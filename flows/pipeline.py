@@ -599,14 +599,14 @@ def run_pipeline(settings: Settings, force: bool = False) -> record.RunSummary:
                 summary.data_docs = (
                     docs.result() if docs else write_data_docs(settings, summary.run_id, stored)
                 )
-        compact_when_due(settings, version)
+        compact_catalog_when_due(settings, version)
     # The version's page, as `paperlake dq --version N` writes it: warehouse/dq-v<N>.html.
     summary.dq_page = str(dq_page.write(page, settings, dq_page.default_output(settings, version)))
     record.report_artifacts(summary, results)
     return summary
 
 
-def compact_when_due(settings: Settings, version: int) -> None:
+def compact_catalog_when_due(settings: Settings, version: int) -> None:
     """Merge the catalog's files every `settings.compact_every` versions (still under the
     run lock, once the version's page is gathered), and say so in the run's log. A
     compaction that fails leaves the version published, and is tried again next run."""

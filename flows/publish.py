@@ -819,7 +819,7 @@ def compact_when_due(settings: Settings, version: int) -> Compaction | None:
         return None
     last = 0
     with contextlib.suppress(OSError, ValueError, TypeError, KeyError):
-        kept = json.loads((settings.cache_path / "published" / COMPACTED).read_text())
+        kept = json.loads((PublishedRows(settings).folder / COMPACTED).read_text())
         if kept["catalog"] == catalog_name(settings):
             last = int(kept["version"] or 0)
     if version - last < settings.compact_every:
