@@ -18,11 +18,14 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeRemaining
 
 from flows.encoders import (
     EXPORTED,
+    TOKENIZE_TEXTS,
+    GraphEncoder,
     TorchEncoder,
     exported_encoder,
-    load_tokenizer,
     ready_encoder,
     recorded_check,
+    tokenize,
+    unpadded_tokenizer,
 )
 from flows.settings import BATCH_SIZE, PACKAGED_MODEL, configure_environment, encoder_cache
 
@@ -233,30 +236,16 @@ def compute_threads() -> int:
     return max(1, cores // max(1, slots))
 
 
-LENGTH_TEXTS = 4096  # texts tokenized at a time to count their tokens
-
-
-@lru_cache(maxsize=4)
-def length_tokenizer(path: Path):
-    """The model's tokenizer, truncating as the model does and without padding; None where
-    the model has no tokenizer.json that `tokenizers` reads."""
-    try:
-        tokenizer = load_tokenizer(path)
-    except Exception:  # no tokenizer.json, or one `tokenizers` cannot read
-        return None
-    tokenizer.no_padding()
-    return tokenizer
-
-
 def text_lengths(texts: list[str], model: str = PACKAGED_MODEL) -> np.ndarray:
     """Each text's length in the model's tokens, as truncated for the model (in characters
-    where its tokenizer cannot be read)."""
-    tokenizer = length_tokenizer(model_path(model))
-    if tokenizer is None:
+    where its tokenizer.json cannot be read)."""
+    try:
+        tokenizer, _ = unpadded_tokenizer(model_path(model))
+    except Exception:  # no tokenizer.json, or one `tokenizers` cannot read
         return np.array([len(t) for t in texts], dtype=np.int64)
     lengths = np.zeros(len(texts), dtype=np.int64)
-    for start in range(0, len(texts), LENGTH_TEXTS):
-        batch = tokenizer.encode_batch_fast(texts[start : start + LENGTH_TEXTS])
+    for start in range(0, len(texts), TOKENIZE_TEXTS):
+        batch = tokenizer.encode_batch_fast(texts[start : start + TOKENIZE_TEXTS])
         lengths[start : start + len(batch)] = [len(e.ids) for e in batch]
     return lengths
 
@@ -265,7 +254,11 @@ def encoding_order(texts: list[str], model: str = PACKAGED_MODEL) -> np.ndarray:
     """The order `encode` takes texts in: most tokens first, so each batch pads to similar
     lengths (ties keep their input order). Ordered by characters, 1,000 abstracts padded
     5.5% more tokens and took 4.5% longer to encode, counting the tokens included."""
-    return np.argsort(-text_lengths(texts, model), kind="stable")
+    return longest_first(text_lengths(texts, model))
+
+
+def longest_first(lengths: np.ndarray) -> np.ndarray:
+    return np.argsort(-lengths, kind="stable")
 
 
 def encode(
@@ -289,7 +282,11 @@ def encode(
     out = np.zeros((len(texts), info.dim), dtype=np.float32)
     if not texts:
         return out
-    order = encoding_order(texts, model)
+    # An encoder fed by tokenizer.json takes the texts tokenized once, here, for the order
+    # too: tokenizing 1,000 abstracts takes 0.4 s.
+    fed = isinstance(encoder, GraphEncoder) and encoder.tokenizer is not None
+    tokens = tokenize(encoder.tokenizer, texts) if fed else None
+    order = longest_first(tokens.lengths) if tokens else encoding_order(texts, model)
     step = batch_size * CHUNK_BATCHES
     with Progress(
         "[progress.description]{task.description}",
@@ -302,7 +299,10 @@ def encode(
         task = progress.add_task("embedding", total=len(texts))
         for start in range(0, len(texts), step):
             idx = order[start : start + step]
-            out[idx] = encoder.encode([texts[i] for i in idx], batch_size)
+            if tokens:
+                out[idx] = encoder.encode_tokens(tokens, idx, batch_size)
+            else:
+                out[idx] = encoder.encode([texts[i] for i in idx], batch_size)
             progress.advance(task, len(idx))
     # Normalise in fp32 so that every vector has unit norm whatever precision encoded it.
     norms = np.linalg.norm(out, axis=1, keepdims=True)

@@ -19,8 +19,9 @@ import shutil
 import warnings
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from functools import partial
+from functools import lru_cache, partial
 from importlib.metadata import PackageNotFoundError, version
+from itertools import chain
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -70,11 +71,64 @@ class TorchEncoder:
 Features = Callable[[list[str]], dict[str, np.ndarray]]
 
 
+@dataclass(frozen=True)
+class Tokens:
+    """Texts tokenized once by the model's tokenizer.json (`tokenize`): truncated as the
+    model truncates, not padded, every text's ids one after another in one array."""
+
+    ids: np.ndarray  # int32
+    type_ids: np.ndarray  # int32
+    starts: np.ndarray  # int64: where each text's ids start, and the end of the last
+    pad_id: int
+    pad_type_id: int
+
+    @property
+    def lengths(self) -> np.ndarray:
+        return np.diff(self.starts)
+
+    def features(self, rows: np.ndarray) -> dict[str, np.ndarray]:
+        """The model's tensors for the texts `rows`, padded to the longest of them: what
+        `tokenizer_features` gives for those texts."""
+        lengths = self.lengths[rows]
+        width = int(lengths.max(initial=0))
+        ids = np.full((len(rows), width), self.pad_id, dtype=np.int64)
+        types = np.full((len(rows), width), self.pad_type_id, dtype=np.int64)
+        for i, row in enumerate(rows):
+            start, end = self.starts[row], self.starts[row + 1]
+            ids[i, : end - start] = self.ids[start:end]
+            types[i, : end - start] = self.type_ids[start:end]
+        mask = (np.arange(width) < lengths[:, None]).astype(np.int64)
+        return {"input_ids": ids, "attention_mask": mask, "token_type_ids": types}
+
+
+TOKENIZE_TEXTS = 4096  # texts tokenized at a time
+
+
+def tokenize(path: Path, texts: list[str]) -> Tokens:
+    """`texts` through the model's tokenizer.json, as `tokenizer_features` runs it."""
+    tokenizer, pad = unpadded_tokenizer(path)
+    ids, types, lengths = [], [], np.zeros(len(texts), dtype=np.int64)
+    for start in range(0, len(texts), TOKENIZE_TEXTS):
+        batch = tokenizer.encode_batch_fast(texts[start : start + TOKENIZE_TEXTS])
+        lengths[start : start + len(batch)] = [len(e.ids) for e in batch]
+        count = int(lengths[start : start + len(batch)].sum())
+        ids.append(np.fromiter(chain.from_iterable(e.ids for e in batch), np.int32, count))
+        types.append(np.fromiter(chain.from_iterable(e.type_ids for e in batch), np.int32, count))
+    return Tokens(
+        np.concatenate(ids) if ids else np.zeros(0, np.int32),
+        np.concatenate(types) if types else np.zeros(0, np.int32),
+        np.concatenate([[0], np.cumsum(lengths)]),
+        pad["pad_id"],
+        pad["pad_type_id"],
+    )
+
+
 @dataclass
 class GraphEncoder:
     """An exported graph of the whole model and the tokenizer that feeds it: the
     sentence-transformers model's own, or the same tokenizer.json run by `tokenizers`
-    alone (no torch).
+    alone (no torch), which also takes texts tokenized before (`tokenizer`: the model
+    folder whose tokenizer.json feeds it, for `tokenize`).
 
     Batches are cut from the texts in the order given, so equal inputs give equal batches.
     `run` takes the batches' inputs one after another and gives their outputs in order
@@ -84,15 +138,23 @@ class GraphEncoder:
     features: Features
     inputs: tuple[str, ...]
     run: Callable[[Iterator[dict[str, np.ndarray]]], list[np.ndarray]]
+    tokenizer: Path | None = None
 
     def encode(self, texts: list[str], batch_size: int) -> np.ndarray:
-        feeds = (
-            {name: features[name] for name in self.inputs}
-            for features in (
-                self.features(texts[start : start + batch_size])
-                for start in range(0, len(texts), batch_size)
-            )
+        return self._outputs(
+            self.features(texts[start : start + batch_size])
+            for start in range(0, len(texts), batch_size)
         )
+
+    def encode_tokens(self, tokens: Tokens, rows: np.ndarray, batch_size: int) -> np.ndarray:
+        """`encode` of the texts `rows` of `tokens`, tokenized by `tokenize`."""
+        return self._outputs(
+            tokens.features(rows[start : start + batch_size])
+            for start in range(0, len(rows), batch_size)
+        )
+
+    def _outputs(self, batches: Iterator[dict[str, np.ndarray]]) -> np.ndarray:
+        feeds = ({name: features[name] for name in self.inputs} for features in batches)
         return np.concatenate(self.run(feeds)).astype(np.float32, copy=False)
 
 
@@ -126,21 +188,42 @@ def max_seq_length(path: Path) -> int:
     return min(known) if known else 512
 
 
-def load_tokenizer(path: Path):
-    """The model's tokenizer.json run by `tokenizers`, as sentence-transformers drives it:
-    truncated at max_seq_length (tokenizer.json itself may say less), padded to the
-    longest text in a batch (it may say a fixed length)."""
+def read_tokenizer(path: Path):
+    """The model's tokenizer.json run by `tokenizers`, truncating at max_seq_length as
+    sentence-transformers does (tokenizer.json itself may say less)."""
     from tokenizers import Tokenizer
 
     tokenizer = Tokenizer.from_file(str(path / "tokenizer.json"))
     tokenizer.enable_truncation(max_length=max_seq_length(path))
-    pad = tokenizer.padding or {}
-    tokenizer.enable_padding(
-        pad_id=pad.get("pad_id", 0),
-        pad_type_id=pad.get("pad_type_id", 0),
-        pad_token=pad.get("pad_token", "[PAD]"),
-    )
     return tokenizer
+
+
+def padding_of(tokenizer) -> dict[str, Any]:
+    """How a batch pads: as tokenizer.json says, else with BERT's [PAD] (id 0)."""
+    pad = tokenizer.padding or {}
+    return {
+        "pad_id": pad.get("pad_id", 0),
+        "pad_type_id": pad.get("pad_type_id", 0),
+        "pad_token": pad.get("pad_token", "[PAD]"),
+    }
+
+
+def load_tokenizer(path: Path):
+    """`read_tokenizer`, padding to the longest text in a batch as sentence-transformers
+    does (tokenizer.json may say a fixed length)."""
+    tokenizer = read_tokenizer(path)
+    tokenizer.enable_padding(**padding_of(tokenizer))
+    return tokenizer
+
+
+@lru_cache(maxsize=4)
+def unpadded_tokenizer(path: Path) -> tuple[Any, dict[str, Any]]:
+    """`read_tokenizer` without padding (each text's own tokens), and how
+    `load_tokenizer` pads; loaded once a process."""
+    tokenizer = read_tokenizer(path)
+    pad = padding_of(tokenizer)
+    tokenizer.no_padding()
+    return tokenizer, pad
 
 
 def tokenizer_features(path: Path) -> Features:
@@ -462,4 +545,6 @@ def ready_encoder(
         dim = int(json.loads(record.read_text())["dim"])
     except (OSError, ValueError, KeyError, TypeError):
         return None
-    return LOADERS[precision](tokenizer_features(path), record.parent, threads), dim
+    encoder = LOADERS[precision](tokenizer_features(path), record.parent, threads)
+    encoder.tokenizer = path  # fed by tokenizer.json alone: it takes `tokenize`'s tokens
+    return encoder, dim

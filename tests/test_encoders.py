@@ -173,6 +173,33 @@ def test_tokenizers_alone_tokenize_the_sample_as_the_model_does(fp32):
     assert fast["input_ids"].shape == (40, 256)
 
 
+def test_texts_tokenized_once_give_the_models_tensors_for_any_batch_of_them(fp32):
+    path = Path(fp32[1].path)
+    texts = [*sample_texts(), "", "x " * 400, "Graph neural networks."]
+    tokens = encoders.tokenize(path, texts)
+    one_at_a_time = encoders.tokenizer_features(path)
+    lengths = [int(one_at_a_time([t])["attention_mask"].sum()) for t in texts]
+    assert tokens.lengths.tolist() == lengths
+    assert lengths[-3:] == [2, 256, 6]  # [CLS] [SEP]; cut at max_seq_length; 4 words
+    order = embed.longest_first(tokens.lengths)
+    for rows in (order[:4], order[-4:], np.array([38, 39, 40, 0]), np.array([38])):
+        given = tokens.features(rows)
+        expected = one_at_a_time([texts[r] for r in rows])
+        assert sorted(given) == sorted(expected)
+        for name, value in expected.items():
+            assert given[name].dtype == value.dtype
+            assert np.array_equal(given[name], value), (name, rows)
+
+
+def test_encoding_tokens_gives_the_bits_of_encoding_their_texts(fp32, export_cache):
+    texts = sample_texts()[:10]
+    encoder = exported(fp32, "openvino-fp32", export_cache)
+    tokens = encoders.tokenize(Path(fp32[1].path), texts)
+    rows = embed.longest_first(tokens.lengths)
+    from_texts = encoder.encode([texts[r] for r in rows], 4)
+    assert np.array_equal(encoder.encode_tokens(tokens, rows, 4), from_texts)
+
+
 @pytest.mark.parametrize("precision", ["openvino-bf16", "onnx-fp32"])
 def test_checked_export_loads_without_torch_and_gives_the_same_vectors(
     fp32, export_cache, precision
@@ -187,7 +214,8 @@ encoder, info = embed.load_model(embed.PACKAGED_MODEL, "auto", {precision!r})
 vectors = encoder.encode(json.loads(sys.stdin.read()), 4)
 np.save(sys.argv[1], vectors)
 print(json.dumps({{"torch": "torch" in sys.modules, "dim": info.dim,
-                  "precision": info.precision, "device": info.device}}))
+                  "precision": info.precision, "device": info.device,
+                  "fed by tokenizer.json": encoder.tokenizer is not None}}))
 """
     out = export_cache / f"fresh-{precision}.npy"
     env = {"PAPERLAKE_ENCODER_CACHE": str(export_cache), "PAPERLAKE_THREADS": "2"}
@@ -196,7 +224,8 @@ print(json.dumps({{"torch": "torch" in sys.modules, "dim": info.dim,
         capture_output=True, env={**os.environ, **env}, check=True,
     )  # fmt: skip
     report = json.loads(done.stdout.splitlines()[-1])
-    assert report == {"torch": False, "dim": 384, "precision": precision, "device": "cpu"}
+    assert report == {"torch": False, "dim": 384, "precision": precision, "device": "cpu",
+                      "fed by tokenizer.json": True}  # fmt: skip
     assert np.array_equal(np.load(out), checked)
 
 
