@@ -18,12 +18,12 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeRemaining
 
 from flows.encoders import (
     EXPORTED,
-    TOKENIZE_TEXTS,
     GraphEncoder,
     TorchEncoder,
     exported_encoder,
     ready_encoder,
     recorded_check,
+    token_lengths,
     tokenize,
     unpadded_tokenizer,
 )
@@ -239,15 +239,12 @@ def compute_threads() -> int:
 def text_lengths(texts: list[str], model: str = PACKAGED_MODEL) -> np.ndarray:
     """Each text's length in the model's tokens, as truncated for the model (in characters
     where its tokenizer.json cannot be read)."""
+    path = model_path(model)
     try:
-        tokenizer, _ = unpadded_tokenizer(model_path(model))
+        unpadded_tokenizer(path)
     except Exception:  # no tokenizer.json, or one `tokenizers` cannot read
         return np.array([len(t) for t in texts], dtype=np.int64)
-    lengths = np.zeros(len(texts), dtype=np.int64)
-    for start in range(0, len(texts), TOKENIZE_TEXTS):
-        batch = tokenizer.encode_batch_fast(texts[start : start + TOKENIZE_TEXTS])
-        lengths[start : start + len(batch)] = [len(e.ids) for e in batch]
-    return lengths
+    return token_lengths(path, texts)
 
 
 def encoding_order(texts: list[str], model: str = PACKAGED_MODEL) -> np.ndarray:

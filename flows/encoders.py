@@ -104,16 +104,31 @@ class Tokens:
 TOKENIZE_TEXTS = 4096  # texts tokenized at a time
 
 
+def tokenized(path: Path, texts: list[str]) -> Iterator[tuple[int, list]]:
+    """`texts` through the model's tokenizer.json without padding, TOKENIZE_TEXTS at a
+    time: where each run of them starts, and their encodings."""
+    tokenizer, _ = unpadded_tokenizer(path)
+    for start in range(0, len(texts), TOKENIZE_TEXTS):
+        yield start, tokenizer.encode_batch_fast(texts[start : start + TOKENIZE_TEXTS])
+
+
+def token_lengths(path: Path, texts: list[str]) -> np.ndarray:
+    """Each text's length in the model's tokens, as the model truncates it."""
+    lengths = np.zeros(len(texts), dtype=np.int64)
+    for start, batch in tokenized(path, texts):
+        lengths[start : start + len(batch)] = [len(e.ids) for e in batch]
+    return lengths
+
+
 def tokenize(path: Path, texts: list[str]) -> Tokens:
     """`texts` through the model's tokenizer.json, as `tokenizer_features` runs it."""
-    tokenizer, pad = unpadded_tokenizer(path)
     ids, types, lengths = [], [], np.zeros(len(texts), dtype=np.int64)
-    for start in range(0, len(texts), TOKENIZE_TEXTS):
-        batch = tokenizer.encode_batch_fast(texts[start : start + TOKENIZE_TEXTS])
+    for start, batch in tokenized(path, texts):
         lengths[start : start + len(batch)] = [len(e.ids) for e in batch]
         count = int(lengths[start : start + len(batch)].sum())
         ids.append(np.fromiter(chain.from_iterable(e.ids for e in batch), np.int32, count))
         types.append(np.fromiter(chain.from_iterable(e.type_ids for e in batch), np.int32, count))
+    pad = unpadded_tokenizer(path)[1]
     return Tokens(
         np.concatenate(ids) if ids else np.zeros(0, np.int32),
         np.concatenate(types) if types else np.zeros(0, np.int32),
