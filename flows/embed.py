@@ -255,6 +255,7 @@ def encoding_order(texts: list[str], model: str = PACKAGED_MODEL) -> np.ndarray:
 
 
 def longest_first(lengths: np.ndarray) -> np.ndarray:
+    """Row numbers by `lengths`, longest first; equal lengths keep their order."""
     return np.argsort(-lengths, kind="stable")
 
 
