@@ -186,10 +186,13 @@ def test_run_is_handed_to_a_running_serve_of_its_warehouse(tmp_path):
             [*run, "--model", tmp_path / "no-model"], env=env, capture_output=True, text=True
         )
         assert missing.returncode == 1 and "no-model" in missing.stderr
+        assert serve.poll() is None, (tmp_path / "serve.log").read_text()[-3000:]
     finally:
         serve.send_signal(signal.SIGTERM)
         serve.wait(timeout=60)
-    assert not runner.exists()
+    stopped = (tmp_path / "serve.log").read_text()[-3000:]
+    assert serve.returncode == 0, stopped
+    assert not runner.exists(), stopped
     with open_lake(Settings(warehouse=warehouse)) as con:
         assert published_versions(con) == [1, 2]
     # Without a serve, the run is its own again.
