@@ -853,11 +853,15 @@ PER_PAPER_TABLES = {"mentions": ("mention_vocabulary",)}
 
 @dataclass(frozen=True)
 class PaperRowsUpdate:
-    """A per-paper SQL's rows now and as the cache held them before this run."""
+    """A per-paper SQL's rows now and as the cache held them before this run.
 
-    rows: pl.DataFrame  # the SQL's rows of every current paper
+    The rows are lazy: where the cache held them, they are read from its files only as
+    far as they are used (the term counts read the words of the papers that changed).
+    """
+
+    rows: pl.LazyFrame  # the SQL's rows of every current paper
     digests: pl.DataFrame  # paper_id, digest of every current paper
-    before: pl.DataFrame  # the SQL's rows of every paper the cache held (none without one)
+    before: pl.LazyFrame  # the SQL's rows of every paper the cache held (none without one)
     before_digests: pl.DataFrame  # paper_id, digest of those papers
 
 
@@ -903,7 +907,7 @@ class PaperRows:
         if self.path is None:
             con.execute(f"create or replace table {table} as {self.sql}")
             return
-        rows = self.update(con).rows
+        rows = self.update(con).rows.collect()
         con.register(f"{table}_frame", rows)
         sort = f" order by {', '.join(order)}" if order else ""
         con.execute(f"create or replace table {table} as from {table}_frame{sort}")
@@ -917,22 +921,27 @@ class PaperRows:
         digests = con.table("paper_digests").pl()
         if self.path is None:
             rows = con.execute(self.sql).pl()
-            return PaperRowsUpdate(rows, digests, rows.clear(), digests.clear())
-        stored = self.load()
+            return PaperRowsUpdate(rows.lazy(), digests, rows.clear().lazy(), digests.clear())
+        files = self.files()
+        stored = self.scan(files)
         read = stored.filter(pl.col("digest").is_not_null()).select("paper_id", "digest")
+        read = read.collect()
         keep = digests.join(read, on=["paper_id", "digest"], how="semi")["paper_id"]
         todo = digests.filter(~pl.col("paper_id").is_in(keep.implode()))
         new = self.run_over(con, todo["paper_id"])
-        before = pl.concat([new.clear(), stored.filter(pl.col("digest").is_null())],
+        before = pl.concat([new.clear().lazy(), stored.filter(pl.col("digest").is_null())],
                            how="diagonal_relaxed").select(new.columns)  # fmt: skip
-        if keep.len() == read.height:  # every paper held is here, its text unchanged
-            rows = pl.concat([before, new], how="diagonal_relaxed")
+        if keep.len() == read.height and len(files) < self.PARTS_MAX:
+            # Every paper held is here, its text unchanged: the new rows are a part beside
+            # the files read (which stay), and the rows held are read when used.
+            rows = pl.concat([before, new.lazy()], how="diagonal_relaxed")
             if todo.height:
                 self.save(pl.concat([new, todo], how="diagonal_relaxed"), whole=False)
-        else:
+        else:  # the files are replaced by a whole: what is used of them is read first
+            before = before.collect().lazy()
             kept = before.filter(pl.col("paper_id").is_in(keep.implode()))
-            rows = pl.concat([kept, new], how="diagonal_relaxed")
-            self.save(pl.concat([rows, digests], how="diagonal_relaxed"), whole=True)
+            rows = pl.concat([kept, new.lazy()], how="diagonal_relaxed").collect().lazy()
+            self.save(pl.concat([rows.collect(), digests], how="diagonal_relaxed"), whole=True)
         return PaperRowsUpdate(rows, digests, before, read)
 
     def run_over(self, con: duckdb.DuckDBPyConnection, papers: pl.Series) -> pl.DataFrame:
@@ -974,10 +983,14 @@ class PaperRows:
 
     def load(self) -> pl.DataFrame:
         """The rows the last builds left (the SQL's columns and digest), if any."""
-        files = self.files()
+        return self.scan(self.files()).collect()
+
+    @staticmethod
+    def scan(files: list[tuple[int, Path]]) -> pl.LazyFrame:
+        """The rows of `files` (from `files()`), to be read as far as they are used."""
         if files:
-            return pl.concat([pl.read_parquet(f) for _, f in files], how="diagonal_relaxed")
-        return pl.DataFrame(schema={"paper_id": pl.String, "digest": pl.String})
+            return pl.concat([pl.scan_parquet(f) for _, f in files], how="diagonal_relaxed")
+        return pl.LazyFrame(schema={"paper_id": pl.String, "digest": pl.String})
 
     def save(self, rows: pl.DataFrame, whole: bool) -> None:
         """Add `rows` as a part, or as the whole (also once PARTS_MAX parts are there);
@@ -1105,7 +1118,8 @@ def changed_tokens(
     stayed = counted.join(now, on=same_text, suffix="_now")
     again = stayed.filter(pl.col("topic_id") != pl.col("topic_id_now"))["paper_id"]
     if refolded is not None:
-        using = tokens.rows.filter(pl.col("word").is_in(refolded.implode()))["paper_id"]
+        using = tokens.rows.filter(pl.col("word").is_in(refolded.implode()))
+        using = using.select("paper_id").collect()["paper_id"]
         again = pl.concat([again, stayed["paper_id"].filter(stayed["paper_id"].is_in(using))])
     again = again.unique().implode()
     back = pl.concat([counted.join(now, on=same_text, how="anti"),
@@ -1115,11 +1129,15 @@ def changed_tokens(
     return pl.concat([with_topics(tokens.before, back, -1), with_topics(tokens.rows, add, 1)])
 
 
-def with_topics(tokens: pl.DataFrame, papers: pl.DataFrame, change: int) -> pl.DataFrame:
+def with_topics(tokens: pl.LazyFrame, papers: pl.DataFrame, change: int) -> pl.DataFrame:
     """The tokens of `papers` (paper_id, topic_id), with their topic and `change`."""
     picked = tokens.filter(pl.col("paper_id").is_in(papers["paper_id"].implode()))
-    return picked.join(papers.select("paper_id", "topic_id"), on="paper_id").select(
-        pl.lit(change, pl.Int32).alias("change"), "topic_id", "paper_id", "word", "position"
+    topics = papers.select("paper_id", "topic_id").lazy()
+    return (
+        picked.join(topics, on="paper_id")
+        .select(pl.lit(change, pl.Int32).alias("change"), "topic_id", "paper_id", "word",
+                "position")  # fmt: skip
+        .collect()
     )
 
 
