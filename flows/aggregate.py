@@ -1135,8 +1135,9 @@ def with_topics(tokens: pl.LazyFrame, papers: pl.DataFrame, change: int) -> pl.D
     topics = papers.select("paper_id", "topic_id").lazy()
     return (
         picked.join(topics, on="paper_id")
-        .select(pl.lit(change, pl.Int32).alias("change"), "topic_id", "paper_id", "word",
-                "position")  # fmt: skip
+        .select(
+            pl.lit(change, pl.Int32).alias("change"), "topic_id", "paper_id", "word", "position"
+        )  # fmt: skip
         .collect()
     )
 
