@@ -147,6 +147,33 @@ def test_serve_refuses_a_busy_port_and_two_schedules(tmp_path):
     assert "not both" in done.stderr
 
 
+def test_sigterm_as_serve_starts_stops_it_cleanly(tmp_path):
+    """SIGTERM just after serve wrote its runner address, before Prefect's runner handles
+    signals: serve stops as it says, with its server, and leaves no runner address."""
+    warehouse = tmp_path / "warehouse"
+    env = {k: v for k, v in os.environ.items() if k != "PREFECT_API_URL"}
+    log = (tmp_path / "serve.log").open("w")
+    serve = subprocess.Popen(
+        [BIN / "paperlake", "serve", "--raw", SAMPLE_RAW, "--warehouse", warehouse,
+         "--port", str(free_port())],
+        env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+    )  # fmt: skip
+    runner = warehouse / "prefect" / "runner.json"
+    started: dict[int, bytes] = {}
+    try:
+        wait_for(runner.exists, 300, "serve wrote no runner address")
+        started = descendants(serve.pid)
+    finally:
+        serve.send_signal(signal.SIGTERM)
+        serve.wait(timeout=60)
+    output = (tmp_path / "serve.log").read_text()
+    assert serve.returncode == 0, output
+    assert "stopped: the schedule and the Prefect server it started" in output
+    assert not runner.exists()
+    assert any(b"flows.api_server" in line for line in started.values())
+    wait_for(lambda: not any(alive(pid) for pid in started), 30, "serve's server still runs")
+
+
 def test_run_is_handed_to_a_running_serve_of_its_warehouse(tmp_path):
     raw, warehouse, port = tmp_path / "raw", tmp_path / "warehouse", free_port()
     shutil.copytree(SAMPLE_RAW, raw)

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import signal
 import time
 from dataclasses import fields
 from pathlib import Path
@@ -293,6 +294,10 @@ def serve(
 
     if not PREFECT_API_URL.value() and port_in_use(port):
         fail(f"port {port} is in use; choose another with --port")
+    # SIGTERM stops serve as Ctrl-C does, whenever it comes: Prefect's runner handles it
+    # once started, and until then (the model loading, the deployment registering) it
+    # raises KeyboardInterrupt here, so the runner address and the server go as well.
+    before = signal.signal(signal.SIGTERM, signal.default_int_handler)
     try:
         with persistent_api(settings, port) as (api_url, ui_url):
             deployment = flow_for(settings).to_deployment(
@@ -321,4 +326,8 @@ def serve(
                 serve_deployments(deployment, print_starting_message=False, limit=1)
     except ServerError as exc:
         fail(str(exc))
+    except KeyboardInterrupt:  # Ctrl-C or SIGTERM before Prefect's runner took over
+        pass
+    finally:
+        signal.signal(signal.SIGTERM, before)
     out.print("stopped: the schedule and the Prefect server it started")
