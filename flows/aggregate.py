@@ -938,10 +938,11 @@ class PaperRows:
             if todo.height:
                 self.save(pl.concat([new, todo], how="diagonal_relaxed"), whole=False)
         else:  # the files are replaced by a whole: what is used of them is read first
-            before = before.collect().lazy()
-            kept = before.filter(pl.col("paper_id").is_in(keep.implode()))
-            rows = pl.concat([kept, new.lazy()], how="diagonal_relaxed").collect().lazy()
-            self.save(pl.concat([rows.collect(), digests], how="diagonal_relaxed"), whole=True)
+            held = before.collect()
+            kept = held.filter(pl.col("paper_id").is_in(keep.implode()))
+            current = pl.concat([kept, new], how="diagonal_relaxed")
+            self.save(pl.concat([current, digests], how="diagonal_relaxed"), whole=True)
+            before, rows = held.lazy(), current.lazy()
         return PaperRowsUpdate(rows, digests, before, read)
 
     def run_over(self, con: duckdb.DuckDBPyConnection, papers: pl.Series) -> pl.DataFrame:
@@ -1137,7 +1138,7 @@ def with_topics(tokens: pl.LazyFrame, papers: pl.DataFrame, change: int) -> pl.D
         picked.join(topics, on="paper_id")
         .select(
             pl.lit(change, pl.Int32).alias("change"), "topic_id", "paper_id", "word", "position"
-        )  # fmt: skip
+        )
         .collect()
     )
 
