@@ -23,6 +23,7 @@ from datetime import UTC, datetime
 from functools import lru_cache
 from pathlib import Path
 
+import numpy as np
 import polars as pl
 
 from flows import tables
@@ -278,9 +279,10 @@ def column_label(kwargs: dict) -> str | None:
 @dataclass
 class RowMemo:
     """Which rows a suite's row-level expectations were run on, and which of them failed:
-    one Parquet file of (row hash, indices of the failed expectations) per table, under a
-    key of the suite, its parameters and the library versions; the same key's JSON holds
-    each expectation's result fields that do not depend on the rows."""
+    one Parquet file of (row hash, indices of the failed expectations) per table, a row per
+    hash, sorted by hash, under a key of the suite, its parameters and the library
+    versions; the same key's JSON holds each expectation's result fields that do not
+    depend on the rows."""
 
     path: Path | None
 
@@ -301,9 +303,11 @@ class RowMemo:
         if self.path is None or not self.path.with_suffix(".json").exists():
             return empty
         try:
-            return pl.read_parquet(self.path.with_suffix(".parquet"))
+            rows = pl.read_parquet(self.path.with_suffix(".parquet"))
         except (OSError, pl.exceptions.PolarsError):
             return empty
+        # Kept sorted by hash; a memo an earlier paperlake kept unsorted is sorted here.
+        return rows if rows["row_hash"].is_sorted() else rows.sort("row_hash")
 
     def fields(self) -> list[dict] | None:
         try:
@@ -451,24 +455,24 @@ class Validator:
     ) -> tuple[pl.Series, list[dict]]:
         """For each row of `prepared`, the indices of the row-level expectations it fails;
         and each expectation's fields. Rows the memo knows are not checked again."""
+        # The memo's rows are sorted by hash, one per hash: each row of the table finds
+        # its hash there by binary search (polars' joins of a million rows took 1.3 s).
         hashes = prepared.hash_rows()
         known, fields = memo.rows(), memo.fields()
-        fresh = prepared.with_columns(pl.Series(ROW_HASH, hashes)).filter(
-            ~pl.col(ROW_HASH).is_in(known["row_hash"].implode())
-        )
+        at, seen = sorted_positions(known["row_hash"], hashes)
+        fresh = prepared.with_columns(hashes.alias(ROW_HASH)).filter(pl.Series(~seen))
         checked = fresh.height or fields is None
-        stored_rows = known.height
         if checked:
             fields, failures = self._run_gx(suite.row_level(), fresh, parameters)
-            known = pl.concat([known, failed_lists(fresh[ROW_HASH], failures)])
-            known = known.unique("row_hash", keep="first")
-        current = pl.DataFrame({"row_hash": hashes}).join(
-            known, on="row_hash", how="left", maintain_order="left"
-        )
-        kept = current.unique("row_hash", keep="first")
-        if checked or kept.height != stored_rows:  # else the memo holds these rows already
-            memo.write(kept, fields)
-        return current["failed"], fields
+            added = failed_lists(fresh[ROW_HASH], failures).unique("row_hash", keep="first")
+            known = pl.concat([known, added]).sort("row_hash")
+            at, _ = sorted_positions(known["row_hash"], hashes)
+        held = np.zeros(known.height, dtype=bool)
+        held[at] = True
+        used = np.flatnonzero(held)  # the memo keeps the current rows only
+        if checked or len(used) != known.height:  # else the memo holds these rows already
+            memo.write(known[used], fields)
+        return known["failed"].gather(at), fields
 
     def _run_gx(
         self, suite: Suite, fresh: pl.DataFrame, parameters: dict
@@ -728,6 +732,20 @@ def scratch_database():
     import duckdb
 
     return duckdb.connect(config={"threads": 1})
+
+
+def sorted_positions(keys: pl.Series, hashes: pl.Series) -> tuple[np.ndarray, np.ndarray]:
+    """Where each of `hashes` is (or would go) in the sorted, distinct `keys`, and whether
+    it is there."""
+    keys_, wanted = keys.to_numpy(), hashes.to_numpy()
+    # Searched in sorted order, where the binary searches share their cache lines: a
+    # million hashes in random order took 0.8 s, sorted first 0.2 s.
+    order = hashes.arg_sort().to_numpy()
+    at = np.empty(len(wanted), dtype=np.int64)
+    at[order] = np.searchsorted(keys_, wanted[order])
+    if not len(keys_):
+        return at, np.zeros(len(wanted), dtype=bool)
+    return at, keys_[np.minimum(at, len(keys_) - 1)] == wanted
 
 
 def failed_lists(hashes: pl.Series, failures: list[set[int]]) -> pl.DataFrame:

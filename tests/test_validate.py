@@ -252,6 +252,19 @@ def test_a_memo_checks_only_new_rows_and_gives_the_full_results(tmp_path):
     ]
 
 
+def test_the_memo_is_one_sorted_row_per_hash_and_an_unsorted_one_still_serves(tmp_path):
+    memo = tmp_path / "memo"
+    frame = many_papers(40).vstack(many_papers(40).slice(0, 3))  # 3 rows twice
+    first = validate.Validator(tmp_path / "gx", "first", memo).validate("papers", frame, PARAMS)
+    [path] = memo.glob("papers-*.parquet")
+    rows = pl.read_parquet(path)
+    assert rows["row_hash"].is_sorted() and rows["row_hash"].n_unique() == rows.height == 40
+    rows.reverse().write_parquet(path)  # a memo kept unsorted, as an earlier paperlake did
+    again = validate.Validator(tmp_path / "gx", "again", memo)
+    assert comparable(again.validate("papers", frame, PARAMS)) == comparable(first)
+    assert not again.ran_gx
+
+
 def test_a_run_with_nothing_new_never_loads_great_expectations(tmp_path):
     memo = tmp_path / "memo"
     validate.Validator(tmp_path / "gx", "first", memo).validate("papers", papers(), PARAMS)
