@@ -464,9 +464,12 @@ class Validator:
         checked = fresh.height or fields is None
         if checked:
             fields, failures = self._run_gx(suite.row_level(), fresh, parameters)
-            added = failed_lists(fresh[ROW_HASH], failures).unique("row_hash", keep="first")
+            added = failed_lists(fresh[ROW_HASH], failures)
+            added = added.unique("row_hash", keep="first").sort("row_hash")
+            # A hash's place among the known and added ones together: the known hashes
+            # before it (`at`) and the added ones before it.
+            at = at + np.searchsorted(added["row_hash"].to_numpy(), hashes.to_numpy())
             known = pl.concat([known, added]).sort("row_hash")
-            at, _ = sorted_positions(known["row_hash"], hashes)
         held = np.zeros(known.height, dtype=bool)
         held[at] = True
         used = np.flatnonzero(held)  # the memo keeps the current rows only
