@@ -193,13 +193,19 @@ def top_k(block: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
         counts = above.sum(axis=1)
         # Counted before the candidates are listed: rows of copies would list every score.
         if counts.sum() <= rows * TOP_K_SURVIVORS * k and (counts >= k).all():
-            row, col = np.nonzero(above)
+            row, col = positions(above)
             scores = block[row, col]
             order = np.lexsort((col, -scores, row))  # by row, score down, then column
             firsts = np.concatenate(([0], np.cumsum(counts)[:-1]))
             pick = order[(firsts[:, None] + np.arange(k)).reshape(-1)]
             return col[pick].reshape(rows, k).astype(np.int64), scores[pick].reshape(rows, k)
     return top_k_by_partition(block, k)
+
+
+def positions(mask: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Rows and columns of a 2-D mask's true cells, in row order: `np.nonzero` gives the
+    same, but scans 1,000 x 113,000 cells in 0.3-0.45 s where the flat scan takes 0.03 s."""
+    return np.divmod(np.flatnonzero(mask), mask.shape[1])
 
 
 def top_k_by_partition(block: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
@@ -255,8 +261,7 @@ def update_candidates(
     broken = kept.filter(pl.col("neighbor_id").is_in(gone.implode()))["paper_id"].unique()
     intact = kept.filter(~pl.col("paper_id").is_in(broken.implode()))
     # A list shorter than `take` (the set was smaller) could miss old papers: search again.
-    ends = intact.group_by("paper_id").agg(pl.len(), floor=pl.col("score").min())
-    ends = ends.join(position, on="paper_id")
+    ends = list_ends(intact).join(position, on="paper_id")
     whole = ends.filter(pl.col("len") >= take)
     intact = intact.filter(pl.col("paper_id").is_in(whole["paper_id"].implode()))
     new_rows = np.flatnonzero(~current.is_in(pl.Series(previous_ids, dtype=pl.String)).to_numpy())
@@ -277,6 +282,23 @@ def update_candidates(
     return pl.concat([searched, merged, intact.filter(~pl.col("paper_id").is_in(gaining))])
 
 
+def list_ends(lists: pl.DataFrame) -> pl.DataFrame:
+    """Each paper's list length and lowest score: paper_id, len, floor.
+
+    Lists kept as NeighbourLists keeps them (each paper's rows together, best first) give
+    both from their runs of equal paper_id in 0.05 s at 3.5 million rows, where grouping
+    takes 0.25 s; lists in any other order are grouped.
+    """
+    runs = lists.select(pl.col("paper_id").rle()).unnest("paper_id")
+    ends = runs["len"].cum_sum().to_numpy().astype(np.int64) - 1
+    scores = lists["score"].to_numpy()
+    falling = np.diff(scores) <= 0  # within each run; a run's end may rise to the next
+    falling[ends[:-1]] = True
+    if runs["value"].n_unique() < runs.height or not falling.all():
+        return lists.group_by("paper_id").agg(pl.len(), floor=pl.col("score").min())
+    return pl.DataFrame({"paper_id": runs["value"], "len": runs["len"], "floor": scores[ends]})
+
+
 def entering(
     vectors: np.ndarray, old_rows: np.ndarray, floors: np.ndarray, new_rows: np.ndarray
 ) -> Triples:
@@ -292,7 +314,7 @@ def entering(
         for start in range(0, len(old_rows), BLOCK_ROWS):
             here = old_rows[start : start + BLOCK_ROWS]
             block = matrix[here] @ fresh.T
-            at, col = np.nonzero(block >= floors[start : start + BLOCK_ROWS, None])
+            at, col = positions(block >= floors[start : start + BLOCK_ROWS, None])
             parts.append((here[at], new_rows[col], pair_scores(matrix, here[at], new_rows[col])))
     return concat_triples(parts)
 

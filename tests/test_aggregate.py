@@ -742,6 +742,40 @@ def test_top_k_gives_each_rows_highest_scores_in_order(rows, n, k, levels, seed)
     assert all(len(set(row)) == k for row in cols.tolist())
 
 
+@settings(max_examples=60, deadline=None)
+@given(
+    lengths=st.lists(st.integers(1, 6), max_size=30),
+    levels=st.integers(1, 8),  # few distinct scores: ties within and across lists
+    order=st.sampled_from(["kept", "shuffled", "worst first"]),
+    seed=st.integers(0, 2**32 - 1),
+)
+def test_list_ends_are_each_lists_length_and_lowest_score(lengths, levels, order, seed):
+    """Lists kept best first give their ends from runs; lists in any other order (rows
+    shuffled, or a paper's rows rising) give the same ends through grouping."""
+    rng = np.random.default_rng(seed)
+    ids = [f"p{i:03d}" for i, size in enumerate(lengths) for _ in range(size)]
+    scores = rng.integers(0, levels, size=len(ids)) / levels
+    lists = pl.DataFrame({"paper_id": ids, "neighbor_id": ids, "score": scores}).sort(
+        "paper_id", "score", descending=[False, order != "worst first"], maintain_order=True
+    )
+    if order == "shuffled":
+        lists = lists.sample(fraction=1.0, shuffle=True, seed=seed % 2**31)
+    expected = lists.group_by("paper_id").agg(pl.len(), floor=pl.col("score").min())
+    got = aggregate.list_ends(lists)
+    assert got.sort("paper_id").equals(expected.sort("paper_id"))
+    assert got.height == len(lengths)
+
+
+@settings(max_examples=40, deadline=None)
+@given(shape=st.tuples(st.integers(0, 40), st.integers(1, 40)), seed=st.integers(0, 2**32 - 1))
+def test_positions_are_nonzeros_in_row_order(shape, seed):
+    mask = np.random.default_rng(seed).random(shape) < 0.3
+    rows, cols = aggregate.positions(mask)
+    expected_rows, expected_cols = np.nonzero(mask)
+    np.testing.assert_array_equal(rows, expected_rows)
+    np.testing.assert_array_equal(cols, expected_cols)
+
+
 @pytest.mark.parametrize("seed", range(5))
 def test_renearest_equals_matching_every_vector_against_every_centroid(seed):
     rng = np.random.default_rng(seed)
