@@ -29,9 +29,10 @@ bigrams as (
     where first.term <> second.term
 ),
 
+-- A word holds no space and a phrase always does: the two sets never share a row.
 paper_terms as (
     select distinct change, topic_id, paper_id, term from unigrams
-    union
+    union all
     select distinct change, topic_id, paper_id, term from bigrams
 ),
 
