@@ -860,13 +860,26 @@ def mention_vocabulary() -> pl.DataFrame:
 
 
 def stage_vocabulary(con: duckdb.DuckDBPyConnection) -> None:
-    """Put the mention vocabulary in `con`, with all its patterns as one alternation."""
+    """Put the mention vocabulary in `con`, with all its patterns as one alternation, and
+    the macros that read a mention's number and context (`mention_macros`)."""
     vocabulary = mention_vocabulary()
     con.register("vocabulary_frame", vocabulary)
     con.execute("create or replace table mention_vocabulary as select * from vocabulary_frame")
     con.unregister("vocabulary_frame")
     alternation = "|".join(f"(?:{pattern})" for pattern in vocabulary["pattern"])
     con.execute("set variable mention_pattern = ?", [alternation])
+    con.execute(mention_macros(vocabulary["pattern"].to_list()))
+
+
+def mention_macros(patterns: list[str]) -> str:
+    """sql/macros/mentions.sql with its "when 'PATTERN'" lines written once per pattern,
+    each pattern quoted as a SQL string (see there)."""
+    quoted = list(dict.fromkeys(p.replace("'", "''") for p in patterns))
+    lines = []
+    for line in read_sql("macros/mentions").splitlines():
+        branch = line.lstrip().startswith("when 'PATTERN'")
+        lines += [line.replace("PATTERN", q) for q in quoted] if branch else [line]
+    return "\n".join(lines)
 
 
 # Tables of sql/ whose rows each come from one paper alone, and the other tables they read.
@@ -921,6 +934,12 @@ class PaperRows:
             key = hashlib.sha256(f"{duckdb.__version__}\n{self.sql}".encode())
             for table in reads:
                 key.update(con.table(table).order("all").pl().write_csv().encode())
+            # The macros the SQL may call (sql/macros), as the connection defines them.
+            macros = con.execute(
+                "select function_name, macro_definition from duckdb_functions() "
+                "where function_type = 'macro' and not internal order by all"
+            ).fetchall()
+            key.update(repr(macros).encode())
             self.stem = name.replace("/", "-")
             self.path = folder / f"{self.stem}-{key.hexdigest()[:16]}"
 

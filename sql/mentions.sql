@@ -1,7 +1,8 @@
 -- mentions: benchmarks, datasets and metrics named in abstracts, code and review links.
 -- grain: one row per (paper_id, kind, name); a metric carries the number reported next to
 -- it where one follows ("FID of 1.02").
--- upstream: papers, mention_vocabulary (sql/seeds/mentions.csv: name, kind, RE2 pattern).
+-- upstream: papers, mention_vocabulary (sql/seeds/mentions.csv: name, kind, RE2 pattern),
+-- the macros of sql/macros/mentions.sql.
 -- getvariable('mention_pattern') is every pattern in one alternation: one pass over each
 -- abstract finds all candidate names, instead of one pass per pattern.
 with found as (
@@ -34,18 +35,10 @@ described as (
         named.kind,
         named.name,
         case
-            when named.kind = 'metric' then nullif(
-                regexp_extract(
-                    papers.abstract,
-                    '(?:' || named.pattern || ')\s*(?:score\s+)?(?:of|=|:|at|to|is)?\s*'
-                    || '([0-9]+(?:\.[0-9]+)?%?)',
-                    1
-                ),
-                ''
-            )
+            when named.kind = 'metric'
+                then nullif(mention_value(named.pattern, papers.abstract), '')
         end as value,
-        regexp_extract(papers.abstract, '.{0,60}(?:' || named.pattern || ').{0,60}', 0)
-            as context
+        mention_context(named.pattern, papers.abstract) as context
     from named
     join papers using (paper_id)
 ),

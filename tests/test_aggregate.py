@@ -178,6 +178,22 @@ def test_mentions_with_reported_numbers():
     }
 
 
+def test_mention_macros_compile_each_pattern_as_a_constant():
+    """A pattern with a quote, and one given twice: each is one branch, read as written."""
+    con = connect(extensions=())
+    patterns = [r"\bO'Neil score\b", r"\bFID\b", r"\bFID\b"]
+    text = aggregate.mention_macros(patterns)
+    assert text.count("when '\\bFID\\b' then") == 2  # one in each macro
+    con.execute(text)
+    abstract = "We report an O'Neil score of 71.5% and FID = 2.1 on faces."
+    row = con.execute(
+        "select mention_value(?, ?), mention_value(?, ?), mention_context(?, ?), "
+        "mention_value('unknown', ?)",
+        [patterns[0], abstract, patterns[1], abstract, patterns[1], abstract, abstract],
+    ).fetchone()
+    assert row == ("71.5%", "2.1", abstract, None)
+
+
 def test_derived_tables_in_sql():
     abstracts = {
         "a": "Speculative decoding drafts a token; speculative decoding verifies tokens.",
