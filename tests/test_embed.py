@@ -117,3 +117,26 @@ def test_vectors_do_not_depend_on_the_order_papers_come_in():
 def test_text_hashes_are_the_sha256_of_each_texts_utf8_bytes_in_order(texts):
     expected = [hashlib.sha256(t.encode("utf-8")).hexdigest()[:32] for t in texts]
     assert embed.text_sha256(pl.Series("text", texts, dtype=pl.String)).to_list() == expected
+
+
+def test_a_runs_text_hashes_are_found_again_and_only_changed_texts_hashed(tmp_path, monkeypatch):
+    ids = pl.Series("paper_id", ["a", "b", "c"], dtype=pl.String)
+    texts = pl.Series("text", [*TEXTS[:2], "ünïcode"], dtype=pl.String)
+    known = embed.TextHashes(tmp_path)
+    stale = known.path.with_name("polars-0.0.0.parquet")  # another polars' file
+    stale.parent.mkdir(parents=True)
+    stale.write_bytes(b"")
+    assert known.of(ids, texts).to_list() == embed.text_sha256(texts).to_list()
+    assert not stale.exists()
+
+    hashed = []
+    real = embed.text_sha256
+    monkeypatch.setattr(embed, "text_sha256", lambda t: hashed.extend(t) or real(t))
+    assert known.of(ids, texts).to_list() == real(texts).to_list()
+    assert hashed == []  # all three found again
+    # "b" rewritten, "c" gone, "d" new with "a"'s text: only the two new texts are hashed
+    ids2 = pl.Series("paper_id", ["a", "b", "d"], dtype=pl.String)
+    texts2 = pl.Series("text", [TEXTS[0], TEXTS[2], TEXTS[0]], dtype=pl.String)
+    assert known.of(ids2, texts2).to_list() == real(texts2).to_list()
+    assert hashed == [TEXTS[2], TEXTS[0]]
+    assert pl.read_parquet(known.path)["paper_id"].to_list() == ["a", "b", "d"]
