@@ -931,7 +931,7 @@ class PaperRows:
         self.sql = read_sql(name)
         self.path: Path | None = None  # the folder of the files
         if folder is not None:
-            key = hashlib.sha256(f"{duckdb.__version__}\n{self.sql}".encode())
+            key = hashlib.sha256(f"{duckdb.__version__}\n{self.digests}\n{self.sql}".encode())
             for table in reads:
                 key.update(con.table(table).order("all").pl().write_csv().encode())
             # The macros the SQL may call (sql/macros), as the connection defines them.
