@@ -126,12 +126,18 @@ def split_candidates(
     return top, found.filter(pl.col("score") >= threshold)
 
 
-def exact_rows(vectors: np.ndarray, rows: np.ndarray, width: int) -> Triples:
+def exact_rows(
+    vectors: np.ndarray,
+    rows: np.ndarray,
+    width: int,
+    seen: Callable[[np.ndarray, np.ndarray], None] | None = None,
+) -> Triples:
     """The `width` nearest other papers of the papers at `rows`, against every paper.
 
     Rows go in blocks of BLOCK_ROWS; the products pick each row's candidates and
     `pair_scores` scores them, so ranges split across workers get the scores of one
-    process bit for bit.
+    process bit for bit. `seen(here, block)`, where given, reads each block's products
+    (rows `here` against every paper, self excluded) as well.
     """
     n = len(vectors)
     take = min(width, n - 1)  # self is excluded: at most n - 1 neighbours
@@ -144,6 +150,8 @@ def exact_rows(vectors: np.ndarray, rows: np.ndarray, width: int) -> Triples:
             here = np.asarray(rows[start : start + BLOCK_ROWS], dtype=np.int64)
             block = matrix[here] @ matrix.T
             block[np.arange(len(here)), here] = -np.inf  # not its own neighbour
+            if seen:
+                seen(here, block)
             # One top-k serves both the k nearest and at most PAIR_CAP pairs per paper, so
             # memory stays linear in n even when every paper is a copy of every other.
             cols, _ = top_k(block, take)
@@ -264,15 +272,26 @@ def update_candidates(
     ends = list_ends(intact).join(position, on="paper_id")
     whole = ends.filter(pl.col("len") >= take)
     intact = intact.filter(pl.col("paper_id").is_in(whole["paper_id"].implode()))
-    new_rows = np.flatnonzero(~current.is_in(pl.Series(previous_ids, dtype=pl.String)).to_numpy())
+    is_new = ~current.is_in(pl.Series(previous_ids, dtype=pl.String).implode()).to_numpy()
     listed = np.zeros(n, bool)
     listed[whole["row"].to_numpy()] = True
     search = np.flatnonzero(~listed)  # new papers and old ones whose lists broke
-    searched = id_frame(ids, *exact_rows(vectors, search, width))
-    # Only lists a new paper enters change: their lowest score is what a newcomer must reach.
-    came = id_frame(
-        ids, *entering(vectors, whole["row"].to_numpy(), whole["floor"].to_numpy(), new_rows)
-    )
+    # Only lists a new paper enters change: their lowest score is what a newcomer must
+    # reach (no other paper's list takes one). The new papers' products with all papers,
+    # made for their own lists, tell which.
+    floors = np.full(n, np.inf, dtype=np.float32)
+    floors[whole["row"].to_numpy()] = whole["floor"].to_numpy()  # float32 scores
+    matrix = np.ascontiguousarray(vectors, dtype=np.float32)
+    parts: list[Triples] = []
+
+    def enter(here: np.ndarray, block: np.ndarray) -> None:
+        fresh = np.flatnonzero(is_new[here])
+        at, old = positions(block[fresh] >= floors)
+        newcomers = here[fresh][at]
+        parts.append((old, newcomers, pair_scores(matrix, old, newcomers)))
+
+    searched = id_frame(ids, *exact_rows(matrix, search, width, enter if is_new.any() else None))
+    came = id_frame(ids, *concat_triples(parts))
     gaining = came["paper_id"].unique().implode()
     merged = (
         pl.concat([intact.filter(pl.col("paper_id").is_in(gaining)), came])
@@ -297,26 +316,6 @@ def list_ends(lists: pl.DataFrame) -> pl.DataFrame:
     if runs["value"].n_unique() < runs.height or not falling.all():
         return lists.group_by("paper_id").agg(pl.len(), floor=pl.col("score").min())
     return pl.DataFrame({"paper_id": runs["value"], "len": runs["len"], "floor": scores[ends]})
-
-
-def entering(
-    vectors: np.ndarray, old_rows: np.ndarray, floors: np.ndarray, new_rows: np.ndarray
-) -> Triples:
-    """The new papers that may enter old papers' lists: for each old paper at `old_rows`,
-    those scoring at least its list's lowest score (`floors`; at equal score the order by
-    id decides when the lists are merged). Most lists gain none."""
-    if not len(old_rows) or not len(new_rows):
-        return concat_triples([])
-    matrix = np.ascontiguousarray(vectors, dtype=np.float32)
-    fresh = matrix[new_rows]
-    parts = []
-    with blas_threads():
-        for start in range(0, len(old_rows), BLOCK_ROWS):
-            here = old_rows[start : start + BLOCK_ROWS]
-            block = matrix[here] @ fresh.T
-            at, col = positions(block >= floors[start : start + BLOCK_ROWS, None])
-            parts.append((here[at], new_rows[col], pair_scores(matrix, here[at], new_rows[col])))
-    return concat_triples(parts)
 
 
 class NeighbourLists:
