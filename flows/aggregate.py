@@ -286,9 +286,11 @@ def update_candidates(
 
     def enter(here: np.ndarray, block: np.ndarray) -> None:
         fresh = np.flatnonzero(is_new[here])
-        at, old = positions(block[fresh] >= floors)
-        newcomers = here[fresh][at]
-        parts.append((old, newcomers, pair_scores(matrix, old, newcomers)))
+        for start in range(0, len(fresh), TOP_K_ROWS):  # a few rows' copy at a time
+            rows = fresh[start : start + TOP_K_ROWS]
+            at, old = positions(block[rows] >= floors)
+            newcomers = here[rows][at]
+            parts.append((old, newcomers, pair_scores(matrix, old, newcomers)))
 
     searched = id_frame(ids, *exact_rows(matrix, search, width, enter if is_new.any() else None))
     came = id_frame(ids, *concat_triples(parts))
