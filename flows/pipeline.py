@@ -204,7 +204,8 @@ def aggregate_papers(
         other.path.unlink(missing_ok=True)  # one kind of list at a time: no stale ones
         return found
 
-    con = staged(inputs)
+    # No SQL of sql/ reads the raw abstracts: staged without them, they copy half the text.
+    con = staged(inputs | {"papers": inputs["papers"].drop("abstract_raw", strict=False)})
     try:
         aggregate.build_aggregates(
             con,
