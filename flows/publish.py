@@ -22,7 +22,7 @@ import duckdb
 import numpy as np
 import polars as pl
 
-from flows.files import write_atomically
+from flows.files import write_atomically, write_cache_parquet
 from flows.lake import (
     LAKE,
     attach,
@@ -570,11 +570,7 @@ class PublishedRows:
         try:
             self.stamp_path.unlink(missing_ok=True)
             for name in TABLE_KEYS:
-                frame = hashes[name]  # lz4: quicker to write and read than zstd
-                write_atomically(
-                    self.folder / f"{name}.parquet",
-                    lambda tmp, frame=frame: frame.write_parquet(tmp, compression="lz4"),
-                )
+                write_cache_parquet(self.folder / f"{name}.parquet", hashes[name])
             stamp = json.dumps(self.stamp(con))
             write_atomically(self.stamp_path, lambda tmp: tmp.write_text(stamp))
         except OSError as exc:

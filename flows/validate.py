@@ -27,7 +27,7 @@ import numpy as np
 import polars as pl
 
 from flows import tables
-from flows.files import write_atomically
+from flows.files import write_atomically, write_cache_parquet
 from flows.lake import read_sql
 from flows.settings import EXPECTATIONS_DIR
 
@@ -324,7 +324,7 @@ class RowMemo:
         for old in self.path.parent.glob(f"{table}-*"):
             if old.stem != self.path.name:
                 old.unlink(missing_ok=True)
-        write_atomically(self.path.with_suffix(".parquet"), rows.write_parquet)
+        write_cache_parquet(self.path.with_suffix(".parquet"), rows)
         text = json.dumps(fields)
         write_atomically(self.path.with_suffix(".json"), lambda tmp: tmp.write_text(text))
 
