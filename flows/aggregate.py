@@ -292,7 +292,7 @@ def update_candidates(
             newcomers = here[rows][at]
             parts.append((old, newcomers, pair_scores(matrix, old, newcomers)))
 
-    searched = id_frame(ids, *exact_rows(matrix, search, width, enter if is_new.any() else None))
+    searched = id_frame(ids, *exact_rows(matrix, search, width, enter))
     came = id_frame(ids, *concat_triples(parts))
     gaining = came["paper_id"].unique().implode()
     merged = (
