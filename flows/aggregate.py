@@ -19,7 +19,7 @@ import polars as pl
 from flows import projection, tables
 from flows.embed import compute_threads
 from flows.files import write_atomically, write_cache_parquet
-from flows.lake import read_sql
+from flows.lake import add_views, drop_views, read_sql
 from flows.settings import NEIGHBOR_METHODS, SQL_DIR
 from flows.tables import sql_tables
 
@@ -1252,18 +1252,14 @@ def build_aggregates(
     if say:
         say(f"topics: {topic_note}")
         say(f"map: {map_note}")
-    for name, frame in (
-        ("neighbor_candidates", top),
-        ("similar_pairs", pairs),
-        ("pair_groups", group_pairs(pairs)),
-        ("paper_topics", assignments),
-        ("paper_coordinates", coordinates),
-        ("topic_centroids", centroids),
-        ("stopwords", stopwords()),
-    ):
-        con.register(f"{name}_frame", frame)
-        con.execute(f"create or replace table {name} as select * from {name}_frame")
-        con.unregister(f"{name}_frame")
+    scratch = {
+        "neighbor_candidates": top,
+        "similar_pairs": pairs,
+        "pair_groups": group_pairs(pairs),
+        "topic_centroids": centroids,
+        "stopwords": stopwords(),
+    }
+    add_views(con, scratch | {"paper_topics": assignments, "paper_coordinates": coordinates})
     con.execute(f"set variable neighbors_k = {int(k)}")
     con.execute(f"set variable duplicate_threshold = {float(threshold)}")
     con.execute(f"set variable duplicate_group_max = {int(duplicate_group_max)}")
@@ -1278,9 +1274,7 @@ def build_aggregates(
         else:
             con.execute(f"create or replace table {table} as {read_sql(table)}")
         counts[table] = con.execute(f"select count(*) from {table}").fetchone()[0]
-    for scratch in (
-        "neighbor_candidates", "similar_pairs", "pair_groups", "topic_centroids", "stopwords",
-        "mention_vocabulary", "term_counts", "paper_digests",
-    ):  # fmt: skip
-        con.execute(f"drop table {scratch}")
+    drop_views(con, scratch)
+    for table in ("mention_vocabulary", "term_counts", "paper_digests"):
+        con.execute(f"drop table {table}")
     return counts
