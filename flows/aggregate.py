@@ -923,10 +923,13 @@ class PaperRows:
         folder: Path | None,
         name: str,
         reads: tuple[str, ...],
+        papers: pl.DataFrame,
     ):
         """Args:
         name: the SQL file, sql/<name>.sql; it reads `papers` and the tables `reads`.
+        papers: the frame of `con`'s papers.
         """
+        self.papers = papers
         self.digests = read_sql("aggregate/paper_digests")
         self.sql = read_sql(name)
         self.path: Path | None = None  # the folder of the files
@@ -991,10 +994,12 @@ class PaperRows:
         a schema searched first."""
         con.execute("create or replace schema todo")
         try:
-            con.register("todo_frame", pl.DataFrame({"paper_id": papers}))
-            con.execute(
-                "create table todo.papers as from papers semi join todo_frame using (paper_id)"
+            # Picked from the frame: a join in DuckDB reads every column of every paper of
+            # the view (115,000 papers: 0.19 s, against 0.02 s).
+            con.register(
+                "todo_frame", self.papers.filter(pl.col("paper_id").is_in(papers.implode()))
             )
+            con.execute("create table todo.papers as from todo_frame")
             con.unregister("todo_frame")
             con.execute("set search_path = 'todo,main'")
             try:
@@ -1185,12 +1190,12 @@ def with_topics(tokens: pl.LazyFrame, papers: pl.DataFrame, change: int) -> pl.D
 
 
 def count_topic_terms(
-    con: duckdb.DuckDBPyConnection, cache: Path | None, topics: pl.DataFrame
+    con: duckdb.DuckDBPyConnection, cache: Path | None, papers: pl.DataFrame, topics: pl.DataFrame
 ) -> None:
-    """Create term_counts in `con` (which holds papers and stopwords): papers of each topic
-    in `topics` (paper_id, topic_id) using each term, from the tokens and counts kept in
-    `cache` where there are some (`PaperRows`, `TermCounts`)."""
-    tokens = PaperRows(con, cache, "aggregate/paper_tokens", ("stopwords",))
+    """Create term_counts in `con` (which holds `papers` and stopwords): papers of each
+    topic in `topics` (paper_id, topic_id) using each term, from the tokens and counts kept
+    in `cache` where there are some (`PaperRows`, `TermCounts`)."""
+    tokens = PaperRows(con, cache, "aggregate/paper_tokens", ("stopwords",), papers)
     TermCounts(cache, tokens).build(con, tokens.update(con), topics)
 
 
@@ -1265,11 +1270,11 @@ def build_aggregates(
     con.execute(f"set variable duplicate_group_max = {int(duplicate_group_max)}")
     con.execute(f"set variable topic_terms = {TOPIC_TERMS}")
     stage_vocabulary(con)
-    count_topic_terms(con, cache, assignments)
+    count_topic_terms(con, cache, papers, assignments)
     counts = {"paper_topics": assignments.height, "paper_coordinates": coordinates.height}
     for table in SQL_TABLES:
         if table in PER_PAPER_TABLES:
-            rows = PaperRows(con, cache, table, PER_PAPER_TABLES[table])
+            rows = PaperRows(con, cache, table, PER_PAPER_TABLES[table], papers)
             rows.build(con, table, tables.table(table).keys)
         else:
             con.execute(f"create or replace table {table} as {read_sql(table)}")

@@ -12,7 +12,6 @@ from hypothesis import strategies as st
 
 from flows import aggregate
 from flows.lake import add_views, connect, read_sql
-from flows.pipeline import staged
 from flows.settings import Settings
 
 
@@ -607,9 +606,10 @@ def topic_terms_of(abstracts: dict[str, str], topics: dict[str, int], cache=None
         {"paper_id": list(topics), "topic_id": list(topics.values())},
         schema={"paper_id": pl.String, "topic_id": pl.Int32},
     )
-    con = staged({"papers": papers, "paper_topics": assigned, "stopwords": aggregate.stopwords()})
+    con = connect(extensions=())
+    add_views(con, {"papers": papers, "paper_topics": assigned, "stopwords": aggregate.stopwords()})
     con.execute(f"set variable topic_terms = {aggregate.TOPIC_TERMS}")
-    aggregate.count_topic_terms(con, cache, assigned)
+    aggregate.count_topic_terms(con, cache, papers, assigned)
     terms = con.execute(f"select * from ({read_sql('topic_terms')}) order by all").fetchall()
     return terms, sorted(con.table("term_counts").fetchall())
 
