@@ -116,6 +116,15 @@ def candidates(
     return id_frame(ids, *found)
 
 
+def trim_lists(found: pl.DataFrame, k: int, threshold: float) -> pl.DataFrame:
+    """What the neighbours and pairs read of each list (`split_candidates`): its first
+    `k` rows, and further rows where they score `threshold` or more. Lists kept so hold a
+    paper's top k and its near-duplicates (about 10 rows a paper, not the width of 32)."""
+    return found.filter(
+        (pl.int_range(pl.len()).over("paper_id") < k) | (pl.col("score") >= threshold)
+    )
+
+
 def split_candidates(
     found: pl.DataFrame, k: int, threshold: float
 ) -> tuple[pl.DataFrame, pl.DataFrame]:
@@ -245,9 +254,12 @@ def update_candidates(
     width: int,
     previous: pl.DataFrame,
     previous_ids: list[str],
+    k: int,
+    threshold: float,
 ) -> pl.DataFrame:
-    """`candidates` (exact), from the lists of a previous set of papers: work grows with
-    the papers added or removed times all papers, never with all papers squared.
+    """`candidates` (exact) as `trim_lists` keeps them, from the lists of a previous set of
+    papers: work grows with the papers added or removed times all papers, never with all
+    papers squared.
 
     New papers are searched against all; an old paper's list gains the new papers that
     enter it; an old paper that lost a listed neighbour is searched again. Equal to
@@ -256,7 +268,8 @@ def update_candidates(
     touches about a tenth of the 3.2 million rows.
 
     Args:
-        previous: the candidate lists of `previous_ids` (vectors unchanged since).
+        previous: the candidate lists of `previous_ids` (vectors unchanged since), trimmed
+            (`trim_lists`) by the same `k` and `threshold`.
     """
     n = len(ids)
     take = min(width, n - 1)
@@ -268,9 +281,9 @@ def update_candidates(
     kept = previous.filter(pl.col("paper_id").is_in(current.implode()))
     broken = kept.filter(pl.col("neighbor_id").is_in(gone.implode()))["paper_id"].unique()
     intact = kept.filter(~pl.col("paper_id").is_in(broken.implode()))
-    # A list shorter than `take` (the set was smaller) could miss old papers: search again.
+    # A list shorter than k (the set was smaller) could miss old papers: search again.
     ends = list_ends(intact).join(position, on="paper_id")
-    whole = ends.filter(pl.col("len") >= take)
+    whole = ends.filter(pl.col("len") >= min(k, take))
     intact = intact.filter(pl.col("paper_id").is_in(whole["paper_id"].implode()))
     is_new = ~current.is_in(pl.Series(previous_ids, dtype=pl.String).implode()).to_numpy()
     listed = np.zeros(n, bool)
@@ -279,8 +292,13 @@ def update_candidates(
     # Only lists a new paper enters change: their lowest score is what a newcomer must
     # reach (no other paper's list takes one). The new papers' products with all papers,
     # made for their own lists, tell which.
+    # A list of fewer than `take` rows was trimmed: a newcomer at the threshold enters it
+    # too (a float32 at or below it: one that enters in vain is trimmed again).
+    at_threshold = np.nextafter(np.float32(threshold), np.float32(-np.inf))
+    short = (whole["len"] < take).to_numpy()
+    floor = whole["floor"].to_numpy().astype(np.float32)  # float32 scores
     floors = np.full(n, np.inf, dtype=np.float32)
-    floors[whole["row"].to_numpy()] = whole["floor"].to_numpy()  # float32 scores
+    floors[whole["row"].to_numpy()] = np.where(short, np.minimum(floor, at_threshold), floor)
     matrix = np.ascontiguousarray(vectors, dtype=np.float32)
     parts: list[Triples] = []
 
@@ -292,13 +310,14 @@ def update_candidates(
             newcomers = here[rows][at]
             parts.append((old, newcomers, pair_scores(matrix, old, newcomers)))
 
-    searched = id_frame(ids, *exact_rows(matrix, search, width, enter))
+    searched = trim_lists(id_frame(ids, *exact_rows(matrix, search, width, enter)), k, threshold)
     came = id_frame(ids, *concat_triples(parts))
     gaining = came["paper_id"].unique().implode()
+    rank = pl.int_range(pl.len()).over("paper_id")
     merged = (
         pl.concat([intact.filter(pl.col("paper_id").is_in(gaining)), came])
         .sort(**BEST_FIRST)
-        .filter(pl.int_range(pl.len()).over("paper_id") < take)
+        .filter((rank < take) & ((rank < k) | (pl.col("score") >= threshold)))
     )
     return pl.concat([searched, merged, intact.filter(~pl.col("paper_id").is_in(gaining))])
 
@@ -324,26 +343,34 @@ class NeighbourLists:
     """Each paper's exact candidate lists from the last run, kept in the cache, so that
     the next run updates them (`update_candidates`) instead of searching all papers again.
 
-    One Parquet file per model (id, weights, precision) and list width, replaced
-    atomically, each paper's rows together and best first; a paper without any other
-    paper to list has a row with no neighbour.
+    One Parquet file per model (id, weights, precision), list width, k and threshold,
+    replaced atomically, each paper's rows together and best first, trimmed to what the
+    neighbours and pairs read (`trim_lists`); a paper without any other paper to list has
+    a row with no neighbour.
     """
 
-    def __init__(self, folder: Path, model_key: str, width: int):
-        name = hashlib.sha256(f"{model_key}:{width}:best-first".encode()).hexdigest()[:16]
-        self.path = folder / f"lists-{name}.parquet"
-        # The same lists as an earlier paperlake kept them, in no set order.
-        earlier = hashlib.sha256(f"{model_key}:{width}".encode()).hexdigest()[:16]
-        self.earlier = folder / f"lists-{earlier}.parquet"
+    def __init__(self, folder: Path, model_key: str, width: int, k: int, threshold: float):
+        def named(key: str) -> Path:
+            return folder / f"lists-{hashlib.sha256(key.encode()).hexdigest()[:16]}.parquet"
+
+        self.path = named(f"{model_key}:{width}:{k}:{threshold!r}:trimmed")
+        self.trim = (k, threshold)
+        # The same lists as earlier paperlakes kept them, whole: best first, or in no set
+        # order (then put best first once: a sort, not a search of all papers).
+        self.earlier = [(named(f"{model_key}:{width}:best-first"), False),
+                        (named(f"{model_key}:{width}"), True)]  # fmt: skip
 
     def load(self) -> tuple[pl.DataFrame, list[str]] | None:
         """The lists and the papers they were made for, if a run left them."""
         if self.path.exists():
             stored = pl.read_parquet(self.path)
-        elif self.earlier.exists():  # put best first once: a sort, not a search of all
-            stored = pl.read_parquet(self.earlier).sort(**BEST_FIRST)
         else:
-            return None
+            kept = [(path, unordered) for path, unordered in self.earlier if path.exists()]
+            if not kept:
+                return None
+            path, unordered = kept[0]
+            stored = pl.read_parquet(path)
+            stored = trim_lists(stored.sort(**BEST_FIRST) if unordered else stored, *self.trim)
         return stored.drop_nulls("neighbor_id"), stored["paper_id"].unique().to_list()
 
     def save(self, ids: list[str], found: pl.DataFrame) -> None:
@@ -351,7 +378,8 @@ class NeighbourLists:
         alone = papers.join(found, on="paper_id", how="anti")
         rows = pl.concat([found, alone], how="diagonal_relaxed")
         write_cache_parquet(self.path, rows)
-        self.earlier.unlink(missing_ok=True)
+        for path, _ in self.earlier:
+            path.unlink(missing_ok=True)
 
 
 def row_blocks(n: int, pieces: int) -> list[tuple[int, int]]:

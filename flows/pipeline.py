@@ -159,8 +159,9 @@ def aggregate_papers(
     previous = {topic: np.asarray(c, dtype=np.float32) for topic, c in last.centroids.items()}
     width = max(settings.neighbors_k, aggregate.PAIR_CAP)
     folder = settings.cache_path / "neighbors"
-    exact_lists = aggregate.NeighbourLists(folder, model_key, width)
-    graph_lists = aggregate.NeighbourLists(folder, f"{model_key}:graph", width)
+    kept = (settings.neighbors_k, settings.duplicate_threshold)
+    exact_lists = aggregate.NeighbourLists(folder, model_key, width, *kept)
+    graph_lists = aggregate.NeighbourLists(folder, f"{model_key}:graph", width, *kept)
     workers = cluster_workers()
 
     def search(ids: list[str], vectors: np.ndarray) -> pl.DataFrame:
@@ -179,7 +180,7 @@ def aggregate_papers(
         lists, other = (exact_lists, graph_lists) if exact else (graph_lists, exact_lists)
         previous = lists.load() or (None if exact else exact_lists.load())
         if previous:
-            found = aggregate.update_candidates(ids, vectors, width, *previous)
+            found = aggregate.update_candidates(ids, vectors, width, *previous, *kept)
             came, left = set(ids).difference(previous[1]), set(previous[1]).difference(ids)
             record.run_logger().info(
                 "neighbours: the last run's lists updated (%d papers new, %d gone)",
@@ -195,11 +196,13 @@ def aggregate_papers(
                 ),
                 pieces=2 * workers,
             )  # fmt: skip
+            found = aggregate.trim_lists(found, *kept)  # as an update leaves them
         else:
             found = aggregate.candidates(
                 ids, vectors, width, settings.duplicate_threshold, settings.neighbors_method,
                 settings.exact_neighbors_max,
             )  # fmt: skip
+            found = aggregate.trim_lists(found, *kept)
         lists.save(ids, found)
         other.path.unlink(missing_ok=True)  # one kind of list at a time: no stale ones
         return found

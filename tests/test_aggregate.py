@@ -288,10 +288,15 @@ def test_updating_last_runs_lists_equals_searching_again():
     def matrix(ids):
         return np.stack([vector_of[p] for p in ids])
 
-    previous = aggregate.candidates(before, matrix(before), 32, 0.9, "exact")
-    fresh = aggregate.candidates(now, matrix(now), 32, 0.9, "exact")
-    updated = aggregate.update_candidates(now, matrix(now), 32, previous, before)
-    assert updated.height == fresh.height == 880 * 32
+    previous = aggregate.candidates(before, matrix(before), 32, 0.8, "exact")
+    whole = aggregate.candidates(now, matrix(now), 32, 0.8, "exact")
+    # Kept trimmed: each list's top 10 and its rows at 0.8 or more (405 lists have more
+    # than 10 such rows, 14 reach the width of 32).
+    fresh = aggregate.trim_lists(whole, 10, 0.8)
+    assert 880 * 10 < fresh.height < whole.height
+    trimmed = aggregate.trim_lists(previous, 10, 0.8)
+    updated = aggregate.update_candidates(now, matrix(now), 32, trimmed, before, 10, 0.8)
+    assert updated.height == fresh.height
     pairs = updated.join(fresh, on=["paper_id", "neighbor_id"], how="full", suffix="_fresh")
     assert pairs["score"].null_count() == pairs["score_fresh"].null_count() == 0
     assert np.allclose(pairs["score"], pairs["score_fresh"], atol=1e-6)
@@ -301,8 +306,8 @@ def test_updating_last_runs_lists_equals_searching_again():
     assert runs.struct.field("value").n_unique() == runs.len() == 880
     ranked = updated.sort(["paper_id", "score", "neighbor_id"], descending=[False, True, False])
     assert updated.sort("paper_id", maintain_order=True).equals(ranked)
-    top, near = aggregate.split_candidates(updated, 10, 0.9)
-    top_fresh, near_fresh = aggregate.split_candidates(fresh, 10, 0.9)
+    top, near = aggregate.split_candidates(updated, 10, 0.8)
+    top_fresh, near_fresh = aggregate.split_candidates(whole, 10, 0.8)
 
     def ids(frame: pl.DataFrame) -> pl.DataFrame:
         return frame.select("paper_id", "neighbor_id").sort("paper_id", maintain_order=True)
@@ -311,15 +316,18 @@ def test_updating_last_runs_lists_equals_searching_again():
     assert ids(near).equals(ids(near_fresh))
 
 
-def test_neighbour_lists_are_kept_per_model_and_width(tmp_path):
+def test_neighbour_lists_are_kept_per_model_width_k_and_threshold(tmp_path):
     found = pl.DataFrame({"paper_id": ["a", "b"], "neighbor_id": ["b", "a"], "score": [0.5, 0.5]})
-    lists = aggregate.NeighbourLists(tmp_path, "model:weights:fp32", 32)
+    lists = aggregate.NeighbourLists(tmp_path, "model:weights:fp32", 32, 10, 0.95)
     assert lists.load() is None
     lists.save(["a", "b", "c"], found)
     stored, ids = lists.load()
     assert stored.equals(found) and sorted(ids) == ["a", "b", "c"]
-    assert aggregate.NeighbourLists(tmp_path, "model:other:fp32", 32).load() is None
-    assert aggregate.NeighbourLists(tmp_path, "model:weights:fp32", 40).load() is None
+    model = "model:weights:fp32"
+    others = [("model:other:fp32", 32, 10, 0.95), (model, 40, 10, 0.95), (model, 32, 12, 0.95),
+              (model, 32, 10, 0.9)]  # fmt: skip
+    for other in others:
+        assert aggregate.NeighbourLists(tmp_path, *other).load() is None
 
 
 def themes(centres: np.ndarray, per: int, seed: int, spread: float = 0.35) -> np.ndarray:
@@ -822,9 +830,10 @@ def test_label_means_are_each_labels_normalised_mean():
 
 
 def test_caches_of_the_earlier_layout_are_taken_over_not_made_again(tmp_path, monkeypatch):
-    """Lists kept in no set order are put best first by a sort; the one file of per-paper
-    rows becomes the first whole of its folder; neither is searched or read again."""
-    lists = aggregate.NeighbourLists(tmp_path, "model:weights:fp32", 32)
+    """Lists kept in no set order are put best first by a sort, and lists kept whole are
+    trimmed; the one file of per-paper rows becomes the first whole of its folder; none is
+    searched or read again."""
+    lists = aggregate.NeighbourLists(tmp_path, "model:weights:fp32", 32, 1, 0.85)
     found = pl.DataFrame(
         {
             "paper_id": ["b", "a", "b", "a"],
@@ -832,12 +841,16 @@ def test_caches_of_the_earlier_layout_are_taken_over_not_made_again(tmp_path, mo
             "score": [0.2, 0.1, 0.9, 0.8],
         }  # fmt: skip
     )
-    found.write_parquet(lists.earlier)
+    (best_first, _), (unordered, _) = lists.earlier
+    found.write_parquet(unordered)
     stored, ids = lists.load()
-    assert stored.rows() == [("a", "b", 0.8), ("a", "c", 0.1), ("b", "c", 0.9), ("b", "a", 0.2)]
+    assert stored.rows() == [("a", "b", 0.8), ("b", "c", 0.9)]  # the top 1 of each
     assert sorted(ids) == ["a", "b"]
+    found.sort("paper_id", "score", descending=[False, True]).write_parquet(best_first)
+    assert lists.load()[0].rows() == stored.rows()  # the newer of the two is read
     lists.save(["a", "b", "c"], stored)
-    assert not lists.earlier.exists() and lists.load()[0].equals(stored)
+    assert not best_first.exists() and not unordered.exists()
+    assert lists.load()[0].equals(stored)
 
     every = corpus_papers(30)
     aggregated(every.head(25), tmp_path / "rows")
