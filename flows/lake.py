@@ -10,7 +10,7 @@ import re
 import socket
 import time
 import zlib
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 from datetime import UTC, datetime
 from pathlib import Path
@@ -23,7 +23,6 @@ from flows.errors import CatalogUnreachable, QueryRefused, WarehouseBusy, Wareho
 from flows.settings import SQL_DIR, Settings
 
 if TYPE_CHECKING:
-    import polars as pl
     import psycopg
 
 EXTENSIONS = ("ducklake", "vss", "fts")
@@ -77,23 +76,6 @@ def connect(
     for name in extensions:
         load_extension(con, name)
     return con
-
-
-def add_views(con: duckdb.DuckDBPyConnection, frames: dict[str, pl.DataFrame]) -> None:
-    """A view <name> of each frame in `con`: queries read the columns they need as they
-    run, where a table copies every column first (115,000 papers: 0.05 s against
-    0.45-1.0 s). Views of the main schema, so that a schema earlier in the search path
-    can narrow one (`PaperRows.run_over`)."""
-    for name, frame in frames.items():
-        con.register(f"{name}_frame", frame)
-        con.execute(f"create or replace view {name} as from {name}_frame")
-
-
-def drop_views(con: duckdb.DuckDBPyConnection, names: Iterable[str]) -> None:
-    """Drop the views `add_views` made, and let go of their frames."""
-    for name in names:
-        con.execute(f"drop view {name}")
-        con.unregister(f"{name}_frame")
 
 
 def postgres_conninfo(settings: Settings) -> str | None:

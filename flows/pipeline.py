@@ -28,7 +28,7 @@ from flows import dq as dq_page
 from flows import run_record as record
 from flows.cluster import cluster_workers, fan_out, on_workers
 from flows.ingest.cache import ParseCache
-from flows.lake import WarehouseBusy, add_views, connect, run_lock
+from flows.lake import WarehouseBusy, connect, run_lock
 from flows.settings import Settings, configure_environment, run_parameters
 from flows.tables import aggregate_tables
 
@@ -207,8 +207,8 @@ def aggregate_papers(
         other.path.unlink(missing_ok=True)  # one kind of list at a time: no stale ones
         return found
 
-    con = connect(extensions=())
-    add_views(con, inputs)
+    # No SQL of sql/ reads the raw abstracts: staged without them, they copy half the text.
+    con = staged(inputs | {"papers": inputs["papers"].drop("abstract_raw", strict=False)})
     try:
         aggregate.build_aggregates(
             con,

@@ -11,7 +11,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from flows import aggregate
-from flows.lake import add_views, connect, read_sql
+from flows.lake import connect, read_sql
+from flows.pipeline import staged
 from flows.settings import Settings
 
 
@@ -507,15 +508,13 @@ def aggregated(papers: pl.DataFrame, cache=None) -> dict[str, list[tuple]]:
         {"paper_id": papers["paper_id"], "embedding": vectors[rows].tolist()},
         schema={"paper_id": pl.String, "embedding": pl.List(pl.Float32)},
     )
-    sources = pl.DataFrame(
-        {"path": ["f.txt"], "format": ["blocks"], "venue": ["ICLR"], "year": [2026],
-         "records_seen": [0], "accepted": [0], "rejected": [0], "error": [None]},
-        schema_overrides={"error": pl.String},
-    )  # fmt: skip
     con = connect(extensions=())
-    # As the flow stages them: views of the frames (PaperRows narrows the papers' view).
-    located = papers.select("paper_id", "source_path", "record_no")
-    add_views(con, {"papers": papers, "sources": sources, "paper_sources": located})
+    con.execute("create table papers as select * from papers")
+    con.execute(
+        "create table sources as select 'f.txt' as path, 'blocks' as format, 'ICLR' as venue, "
+        "2026 as year, 0 as records_seen, 0 as accepted, 0 as rejected, null as error"
+    )
+    con.execute("create table paper_sources as select paper_id, source_path, record_no from papers")
     aggregate.build_aggregates(con, papers, embeddings, k=2, threshold=0.99, n_topics=3, seed=7,
                                cache=cache)  # fmt: skip
     return {t: sorted(con.table(t).fetchall()) for t in ("mentions", "topic_terms")}
@@ -614,10 +613,9 @@ def topic_terms_of(abstracts: dict[str, str], topics: dict[str, int], cache=None
         {"paper_id": list(topics), "topic_id": list(topics.values())},
         schema={"paper_id": pl.String, "topic_id": pl.Int32},
     )
-    con = connect(extensions=())
-    add_views(con, {"papers": papers, "paper_topics": assigned, "stopwords": aggregate.stopwords()})
+    con = staged({"papers": papers, "paper_topics": assigned, "stopwords": aggregate.stopwords()})
     con.execute(f"set variable topic_terms = {aggregate.TOPIC_TERMS}")
-    aggregate.count_topic_terms(con, cache, papers, assigned)
+    aggregate.count_topic_terms(con, cache, assigned)
     terms = con.execute(f"select * from ({read_sql('topic_terms')}) order by all").fetchall()
     return terms, sorted(con.table("term_counts").fetchall())
 
