@@ -69,7 +69,8 @@ bench-publish: $(STAMP)
 bench-topic-terms: $(STAMP)
 	$(PY) bench/topic_terms.py
 
-# +1% new abstracts on warehouses of 1,000 and 10,000: seconds per stage, side by side.
+# +1% new abstracts on warehouses of 1,000 and 10,000: seconds per stage, side by side
+# (3 +1% runs a size, in turns across sizes; medians).
 bench-incremental: $(STAMP)
 	$(PY) bench/incremental.py --sizes 1000 10000
 

@@ -1,10 +1,13 @@
 """`make bench-incremental`: what a +1% run costs on warehouses of different sizes.
 
 For each size N (default 1,000 and 10,000 generated abstracts): a cold run builds the
-warehouse, then N/100 new abstracts arrive and a second run adds them. Printed side by
-side: seconds per stage of each run, and the ratios the incremental design promises to
-keep low: +1% on the larger warehouse against +1% on the smaller (work should follow what
-changed, not what the warehouse holds), and +1% against that warehouse's cold run.
+warehouse, then N/100 new abstracts arrive and a second run adds them; `--repeats R`
+(default 3) such +1% runs, each adding a further 1%, go in turns across the sizes, so that
+the sizes meet the same moments of a shared machine's load. Printed side by side: seconds
+per stage of each cold run and of each size's median +1% run, and the ratios the
+incremental design promises to keep low: +1% on the larger warehouse against +1% on the
+smaller (work should follow what changed, not what the warehouse holds), round by round
+and of the medians, and +1% against that warehouse's cold run.
 Each run is its own `paperlake run` process with its own temporary Prefect server, as a
 user's is (set PREFECT_API_URL to measure against a running server).
 
@@ -65,16 +68,28 @@ def paperlake_run(raw: Path, warehouse: Path, model: Path | None) -> list[str]:
     return cmd + (["--model", str(model)] if model else [])
 
 
-def measure(n: int, work: Path, env: dict, model: Path | None) -> dict:
+def measure_cold(n: int, work: Path, env: dict, model: Path | None) -> dict:
+    """A cold run on N generated abstracts: the size's row, its +1% runs to come."""
     raw, warehouse = work / f"raw-{n}", work / f"warehouse-{n}"
     write_dump(raw / "dump.txt", abstracts(n))
-    run = paperlake_run(raw, warehouse, model)
-    cold = timed(run, env=env)
-    write_dump(raw / "new.txt", abstracts(max(1, n // 100), offset=n))
-    added = timed(run, env=env)
-    row = {"n": n, "cold": run_facts(cold), "plus1": run_facts(added)}
-    print(f"  {n:,}: cold {row['cold']['seconds']} s, +1% {row['plus1']['seconds']} s", flush=True)
-    return row
+    cold = run_facts(timed(paperlake_run(raw, warehouse, model), env=env))
+    print(f"  {n:,}: cold {cold['seconds']} s", flush=True)
+    return {"n": n, "cold": cold, "plus1_runs": []}
+
+
+def measure_plus_one(row: dict, work: Path, env: dict, model: Path | None) -> None:
+    """A further 1% of the size's abstracts arrives and a run adds it; `plus1` is the
+    median of the size's +1% runs so far (by wall seconds)."""
+    n = row["n"]
+    raw, warehouse = work / f"raw-{n}", work / f"warehouse-{n}"
+    step, done = max(1, n // 100), len(row["plus1_runs"])
+    name = "new.txt" if done == 0 else f"new{done + 1}.txt"
+    write_dump(raw / name, abstracts(step, offset=n + done * step))
+    added = run_facts(timed(paperlake_run(raw, warehouse, model), env=env))
+    row["plus1_runs"].append(added)
+    ranked = sorted(row["plus1_runs"], key=lambda r: r["seconds"])
+    row["plus1"] = ranked[(len(ranked) - 1) // 2]
+    print(f"  {n:,}: +1% run {done + 1}: {added['seconds']} s", flush=True)
 
 
 def profile(n: int, work: Path, env: dict, model: Path | None, top: int = 25) -> str:
@@ -157,10 +172,16 @@ def ratios(rows: list[dict], cheap: bool) -> str:
     lines = []
     if len(rows) > 1:
         growth = large["plus1"]["seconds"] / small["plus1"]["seconds"]
+        rounds = [
+            b["seconds"] / a["seconds"]
+            for a, b in zip(small.get("plus1_runs", []), large.get("plus1_runs", []), strict=False)
+        ]
         lines.append(
-            f"+1% on {large['n']:,} / +1% on {small['n']:,} = {growth:.2f}  "
+            f"+1% on {large['n']:,} / +1% on {small['n']:,} = {growth:.2f} (medians)  "
             f"(goal <= {GOAL_GROWTH} from 10,000 to 100,000)"
         )
+        if len(rounds) > 1:
+            lines.append("  round by round: " + ", ".join(f"{r:.2f}" for r in rounds))
     for r in rows:
         share = r["plus1"]["seconds"] / r["cold"]["seconds"]
         goal = (
@@ -182,6 +203,9 @@ def main() -> None:
         help="embed with a tiny random model (WORK/cheap-model) to measure the rest at scale",
     )
     parser.add_argument("--model", type=Path, help="a local sentence-transformers folder")
+    parser.add_argument(
+        "--repeats", type=int, default=3, help="+1%% runs per size, in turns across sizes"
+    )
     parser.add_argument(
         "--profile", action="store_true", help="then a further +1%% on each size, under cProfile"
     )
@@ -210,31 +234,35 @@ def main() -> None:
     if args.cheap_embedder:
         model = build_cheap_model(work / "cheap-model")
     if not args.profile_only:
-        measure_all(sorted(args.sizes), work, env, model, args.cheap_embedder)
+        measure_all(sorted(args.sizes), work, env, model, args.cheap_embedder, args.repeats)
     if args.profile or args.profile_only:
         for n in sorted(args.sizes):
             print(profile(n, work, env, model), flush=True)
 
 
-def measure_all(sizes: list[int], work: Path, env: dict, model: Path | None, cheap: bool) -> None:
-    """Cold and +1% runs at each size, printed side by side; the rows so far are kept in
-    WORK/incremental.json after each size (`--report` prints them), so a long run stopped
-    part way keeps what it measured."""
+def measure_all(
+    sizes: list[int], work: Path, env: dict, model: Path | None, cheap: bool, repeats: int
+) -> None:
+    """A cold run at each size, then `repeats` rounds of a +1% run at each size, printed
+    side by side; the rows so far are kept in WORK/incremental.json after each run
+    (`--report` prints them), so a long run stopped part way keeps what it measured."""
     timed([sys.executable, "-c", WARM_IMPORTS])
     if model:
         # Checks that the folder works as `--model` and makes its encoder export now.
         smoke = run_facts(timed(paperlake_run(*smoke_dump(work), model), env=env))
         print(f"smoke run on {SMOKE_N} abstracts with {model}: {smoke['encoder']}", flush=True)
-    rows: list[dict] = []
-    saved = {"title": "", "cheap": bool(model), "rows": rows}
-    for n in sizes:
-        rows.append(measure(n, work, env, model))
-        saved["title"] = (
-            f"paperlake bench-incremental ({work}); encoder {rows[0]['plus1']['encoder']}"
-            + (" (cheap embedder)" if cheap else "")
-            + f"\n{code_line(env)}"
-        )
-        (work / "incremental.json").write_text(json.dumps(saved, indent=2))
+    rows = [measure_cold(n, work, env, model) for n in sizes]
+    saved = {
+        "title": f"paperlake bench-incremental ({work}); encoder {rows[0]['cold']['encoder']}"
+        + (" (cheap embedder)" if cheap else "")
+        + f", median of {repeats} +1% runs a size\n{code_line(env)}",
+        "cheap": bool(model),
+        "rows": rows,
+    }
+    for _ in range(repeats):
+        for row in rows:
+            measure_plus_one(row, work, env, model)
+            (work / "incremental.json").write_text(json.dumps(saved, indent=2))
     print(table(rows, saved["title"]))
     print(ratios(rows, cheap=bool(model)))
     out = ROOT / "bench" / "out"
