@@ -128,10 +128,11 @@ def trim_lists(found: pl.DataFrame, k: int, threshold: float) -> pl.DataFrame:
 def split_candidates(
     found: pl.DataFrame, k: int, threshold: float
 ) -> tuple[pl.DataFrame, pl.DataFrame]:
-    """The top-k of each paper's candidates and those >= threshold, in the order of `found`
-    (a paper's rows together and best first, as `candidates` and `update_candidates` make
-    them: no sort of millions of rows)."""
-    top = found.filter(pl.int_range(pl.len()).over("paper_id") < k)
+    """The top-k of each paper's candidates, with their rank (1 = nearest), and those >=
+    threshold, in the order of `found` (a paper's rows together and best first, as
+    `candidates` and `update_candidates` make them: no sort of millions of rows)."""
+    rank = pl.int_range(1, pl.len() + 1, dtype=pl.Int64).over("paper_id").alias("rank")
+    top = found.with_columns(rank).filter(pl.col("rank") <= k)
     return top, found.filter(pl.col("score") >= threshold)
 
 
