@@ -196,12 +196,12 @@ def aggregate_papers(
                 ),
                 pieces=2 * workers,
             )  # fmt: skip
-            found = aggregate.trim_lists(found, *kept)  # as an update leaves them
         else:
             found = aggregate.candidates(
                 ids, vectors, width, settings.duplicate_threshold, settings.neighbors_method,
                 settings.exact_neighbors_max,
             )  # fmt: skip
+        if not previous:  # a search's lists, trimmed as an update leaves them
             found = aggregate.trim_lists(found, *kept)
         lists.save(ids, found)
         other.path.unlink(missing_ok=True)  # one kind of list at a time: no stale ones
