@@ -565,6 +565,20 @@ def test_mentions_and_topic_words_are_computed_for_new_papers_only(tmp_path, mon
     assert len(held) == 3  # tokens, mentions, term counts
 
 
+def test_the_cache_of_per_paper_rows_is_keyed_by_the_macros_defined(tmp_path, monkeypatch):
+    """An edit of sql/macros/mentions.sql (here, a comment added) reads every paper again;
+    the same macros read none."""
+    papers = corpus_papers(12)
+    aggregated(papers, tmp_path)
+    read = papers_read(monkeypatch)
+    aggregated(papers, tmp_path)
+    assert read == [[], []]
+    edited = aggregate.mention_macros
+    monkeypatch.setattr(aggregate, "mention_macros", lambda p: edited(p) + "\n-- edited")
+    aggregated(papers, tmp_path)
+    assert read[2:] == [papers["paper_id"].sort().to_list()] * 2
+
+
 def test_a_run_that_only_adds_papers_adds_a_part_to_the_cache(tmp_path, monkeypatch):
     """Papers only added: their rows go in a new part beside the old ones (nothing held is
     rewritten), and the tables equal a build from scratch; PaperRows.PARTS_MAX parts are
