@@ -238,20 +238,21 @@ def aggregate_papers(
 def validate_tables(
     tables: dict[str, pl.DataFrame], settings: Settings, run_id: str, parameters: dict
 ) -> tuple[pl.DataFrame, list]:
-    """Run every suite in expectations/ on its table: the dq_results rows, and the keys of
-    the suite results stored for the Data Docs."""
+    """Run every suite in expectations/ on its table: the dq_results rows, and the suite
+    results for the Data Docs (`write_data_docs` stores them)."""
     validator = validate.Validator(settings.warehouse / "gx", run_id, settings.cache_path / "dq")
     results = [
         validator.validate(name, tables[name], parameters) for name in validate.suite_names()
     ]
-    return pl.concat(results), validator.stored
+    return pl.concat(results), validator.unstored
 
 
 @task(name="write_data_docs", cache_policy=NO_CACHE)
 def write_data_docs(settings: Settings, run_id: str, stored: list) -> str | None:
-    """Build the Data Docs pages of the suite results `stored`; returns the index page."""
+    """Store the suite results `stored` (from `validate_tables`) and build their Data Docs
+    pages; returns the index page."""
     validator = validate.Validator(settings.warehouse / "gx", run_id)
-    validator.stored = stored
+    validator.unstored = list(stored)
     index = validator.build_docs()
     return str(index) if index else None
 

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from functools import lru_cache
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import polars as pl
@@ -405,6 +406,9 @@ class Validator:
         self.memo = memo
         self.results: list[pl.DataFrame] = []
         self.stored: list = []  # the keys of the suite results stored for the Data Docs
+        # Suite results (table, result) to store before the Data Docs are built: storing
+        # serialises each result (about 10 ms a suite), left to the thread that builds them.
+        self.unstored: list[tuple[str, Any, datetime]] = []  # (table, result, time)
         self._project: GxProject | None = None
 
     @property
@@ -498,7 +502,8 @@ class Validator:
                 result = gx_batch.validate(
                     gx_suite, expectation_parameters=parameters, result_format=COUNTS_FORMAT
                 )
-                self._store(suite.name, result)
+                # One time per batch, so that batches of one table never share a key.
+                self.unstored.append((suite.name, result, datetime.now(UTC)))
                 fields = []
                 for index, expectation in enumerate(suite.expectations):
                     res = result_for(result.results, expectation)
@@ -589,7 +594,12 @@ class Validator:
             "observed_value": None,
         }
 
-    def _store(self, table: str, result) -> None:
+    def store_results(self) -> None:
+        """Store the suite results not stored yet (see `_store`)."""
+        while self.unstored:
+            self._store(*self.unstored.pop(0))
+
+    def _store(self, table: str, result, time: datetime) -> None:
         """Keep a suite result for the Data Docs under the run's id and the table's name.
 
         Stored here rather than by a ValidationDefinition run, which names every result
@@ -601,8 +611,7 @@ class Validator:
             ValidationResultIdentifier,
         )
 
-        # One run time per batch, so that batches of one table never share a key.
-        run = RunIdentifier(run_name=self.run_id, run_time=datetime.now(UTC))
+        run = RunIdentifier(run_name=self.run_id, run_time=time)
         result.meta["run_id"] = run
         result.meta["validation_time"] = run.run_time
         result.meta["batch_spec"] = {
@@ -618,8 +627,8 @@ class Validator:
 
     @property
     def ran_gx(self) -> bool:
-        """Whether this validator stored any suite result."""
-        return bool(self.stored)
+        """Whether this validator has any suite result, stored or to store."""
+        return bool(self.stored or self.unstored)
 
     @property
     def site(self) -> Path:
@@ -643,8 +652,10 @@ class Validator:
     def build_docs(self) -> Path | None:
         """Rebuild the HTML Data Docs over the latest runs; returns the index page.
 
-        A run that stored no result leaves the Data Docs as they are.
+        A run that stored no result leaves the Data Docs as they are. Results not stored
+        yet are stored first.
         """
+        self.store_results()
         index = self.site / "index.html"
         if not self.ran_gx and index.exists():
             return index

@@ -164,6 +164,7 @@ def test_data_docs_name_the_run_and_table_and_carry_severity(validator):
     """Each stored result is named by the paperlake run and its table, each expectation
     carries its severity in its meta, and no pandas query names a frame readers lack."""
     validator.validate("papers", papers(venue=["ICLR", None]), PARAMS)
+    validator.store_results()
     runs = Path(validator.context.root_directory) / "uncommitted" / "validations" / "papers"
     stored = json.loads(sorted((runs / "test-run").glob("*/*.json"))[-1].read_text())
     assert stored["meta"]["run_id"]["run_name"] == "test-run"
@@ -236,6 +237,7 @@ def test_a_memo_checks_only_new_rows_and_gives_the_full_results(tmp_path):
         got = with_memo.validate("papers", frame, PARAMS)
         assert comparable(got) == comparable(fresh.validate("papers", frame, PARAMS))
         assert set(got["element_count"].drop_nulls()) == {frame.height}
+        with_memo.store_results()  # as the Data Docs' thread does
         runs = tmp_path / "gx" / "gx" / "uncommitted" / "validations" / "papers" / f"run-{number}"
         stored = [json.loads(p.read_text()) for p in runs.glob("*/*.json")]
         gx_rows.append(stored[0]["results"][0]["result"]["element_count"] if stored else 0)
@@ -308,6 +310,7 @@ def test_a_clean_batch_is_stored_with_counts_and_a_failing_one_with_every_failin
     clean = validate.Validator(tmp_path / "gx", "clean")
     passed = clean.validate("papers", many_papers(40, word_count=pl.lit(30)), PARAMS)
     assert passed["success"].all()
+    clean.store_results()
     stored = json.loads(next((runs / "clean").glob("*/*.json")).read_text())
     counted = {r["result"]["element_count"] for r in stored["results"]}
     assert counted == {40} and {r["result"]["unexpected_count"] for r in stored["results"]} == {0}
@@ -320,6 +323,7 @@ def test_a_clean_batch_is_stored_with_counts_and_a_failing_one_with_every_failin
     below = frame.filter(pl.col("word_count") < 20)
     assert short["unexpected_count"] == below.height == 15
     assert short["unexpected_ids"] == sorted(below["paper_id"].to_list())
+    failing.store_results()
     stored = json.loads(next((runs / "failing").glob("*/*.json")).read_text())
     listed = [r["result"] for r in stored["results"] if r["result"].get("unexpected_count")]
     assert [(r["unexpected_count"], len(r["partial_unexpected_list"])) for r in listed] == [
