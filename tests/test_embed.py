@@ -71,6 +71,24 @@ def test_embed_papers_table_and_cache(tmp_path):
     assert second.table["embedding"][:2].to_list() == table["embedding"].to_list()
 
 
+def test_the_cache_gives_one_vector_a_text_the_first_parts(tmp_path):
+    """A text two parts hold (two runs that encoded it at once) comes back once, with the
+    vector of the part first by name; texts not asked for do not come back."""
+    info = embed.ModelInfo("m", "/m", "w" * 64, 2, "cpu", "fp32")
+    cache = embed.EmbeddingCache(tmp_path, info)
+    vectors = pl.Series([[1.0, 0.0], [0.0, 1.0]], dtype=pl.List(pl.Float32))
+    first = cache.add(pl.Series(["t1", "t2"]), vectors)
+    other = pl.Series([[0.6, 0.8], [1.0, 0.0]], dtype=pl.List(pl.Float32))
+    second = cache.add(pl.Series(["t2", "t3"]), other)
+    found = cache.lookup(pl.Series(["t2", "t3", "t2", "t9"])).sort("text_sha256")
+    assert found["text_sha256"].to_list() == ["t2", "t3"]
+    t2 = [0.0, 1.0] if first.name < second.name else [0.6, 0.8]
+    assert (
+        found["embedding"].to_list()
+        == pl.Series([t2, [1.0, 0.0]], dtype=pl.List(pl.Float32)).to_list()
+    )
+
+
 def test_unknown_model_is_a_clear_error(tmp_path):
     with pytest.raises(FileNotFoundError, match="no-such-model"):
         embed.model_path(str(tmp_path / "no-such-model"))
