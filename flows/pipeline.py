@@ -207,8 +207,10 @@ def aggregate_papers(
         other.path.unlink(missing_ok=True)  # one kind of list at a time: no stale ones
         return found
 
-    # No SQL of sql/ reads the raw abstracts: staged without them, they copy half the text.
-    con = staged(inputs | {"papers": inputs["papers"].drop("abstract_raw", strict=False)})
+    # Staged without the abstracts (the SQL that reads them reads `inputs["papers"]`, see
+    # build_aggregates) and the raw abstracts, which no SQL of sql/ reads.
+    text = ["abstract", "abstract_raw"]
+    con = staged(inputs | {"papers": inputs["papers"].drop(text, strict=False)})
     try:
         aggregate.build_aggregates(
             con,

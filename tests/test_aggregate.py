@@ -629,7 +629,7 @@ def topic_terms_of(abstracts: dict[str, str], topics: dict[str, int], cache=None
     )
     con = staged({"papers": papers, "paper_topics": assigned, "stopwords": aggregate.stopwords()})
     con.execute(f"set variable topic_terms = {aggregate.TOPIC_TERMS}")
-    aggregate.count_topic_terms(con, cache, assigned)
+    aggregate.count_topic_terms(con, cache, assigned, papers)
     terms = con.execute(f"select * from ({read_sql('topic_terms')}) order by all").fetchall()
     return terms, sorted(con.table("term_counts").fetchall())
 
@@ -871,8 +871,9 @@ def test_caches_of_the_earlier_layout_are_taken_over_not_made_again(tmp_path, mo
         shutil.rmtree(folder)
         whole.write_parquet(folder.with_suffix(".parquet"))  # as an earlier run left it
     read = papers_read(monkeypatch)
-    assert aggregated(every, tmp_path / "rows") == aggregated(every)
+    taken_over = aggregated(every, tmp_path / "rows")
     assert read == [[f"p{i}" for i in range(25, 30)]] * 2  # tokens, then mentions
+    assert taken_over == aggregated(every)
     folders = sorted(f for f in (tmp_path / "rows").iterdir() if f.is_dir())
     assert [sorted(p.name for p in f.iterdir()) for f in folders] == [
         ["part-000001.parquet", "whole-000000.parquet"]
