@@ -1038,6 +1038,7 @@ class PaperRows:
         try:
             return con.table("paper_digests").pl()
         except duckdb.CatalogException:
+            # The columns sql/aggregate/paper_digests.sql reads: only they are converted.
             texts = self.papers.select("paper_id", "abstract", "links")
             digests = over_papers(con, texts, self.digests)
         con.register("paper_digests_frame", digests)

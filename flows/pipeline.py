@@ -250,11 +250,11 @@ def validate_tables(
 
 
 @task(name="write_data_docs", cache_policy=NO_CACHE)
-def write_data_docs(settings: Settings, run_id: str, stored: list) -> str | None:
-    """Store the suite results `stored` (from `validate_tables`) and build their Data Docs
-    pages; returns the index page."""
+def write_data_docs(settings: Settings, run_id: str, suite_results: list) -> str | None:
+    """Store `suite_results` (from `validate_tables`) and build their Data Docs pages;
+    returns the index page."""
     validator = validate.Validator(settings.warehouse / "gx", run_id)
-    validator.unstored = list(stored)
+    validator.unstored = list(suite_results)
     index = validator.build_docs()
     return str(index) if index else None
 
@@ -538,7 +538,7 @@ def run_pipeline(settings: Settings, force: bool = False) -> record.RunSummary:
         # and published, in a thread too. On a Dask task runner the publish task stages and
         # plans after the gate, and the Data Docs are written after it, here where the
         # warehouse is.
-        planned = docs = stored = agreement = staging = None
+        planned = docs = suite_results = agreement = staging = None
         in_process = not cluster_workers()  # no Dask task runner
         try:
             t = timer()
@@ -571,13 +571,13 @@ def run_pipeline(settings: Settings, force: bool = False) -> record.RunSummary:
                     dict(tables), settings, con, staged=stage_keyed(tables, con)
                 )
             t = timer()
-            results, stored = validate_tables(
+            results, suite_results = validate_tables(
                 tables, settings, summary.run_id, check_parameters(settings, embedded, ingested)
             )
             record.write_dq_file(settings, summary.run_id, results)
             record.validated(summary, validate.outcome(results), results, timer() - t)
             if in_process:
-                docs = write_data_docs.submit(settings, summary.run_id, stored)
+                docs = write_data_docs.submit(settings, summary.run_id, suite_results)
             if validate.blocking_failures(results).height:
                 release(planned)  # the stopped run's page reads the catalog
             gate(summary, settings, tables, results)
@@ -602,9 +602,11 @@ def run_pipeline(settings: Settings, force: bool = False) -> record.RunSummary:
             release(planned if planned is not None else staging)
             if agreement:
                 agreement.wait()  # a stopped run leaves no thread behind
-            if stored is not None:
+            if suite_results is not None:
                 summary.data_docs = (
-                    docs.result() if docs else write_data_docs(settings, summary.run_id, stored)
+                    docs.result()
+                    if docs
+                    else write_data_docs(settings, summary.run_id, suite_results)
                 )
         compact_catalog_when_due(settings, version)
     # The version's page, as `paperlake dq --version N` writes it: warehouse/dq-v<N>.html.
