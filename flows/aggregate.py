@@ -1048,6 +1048,8 @@ class PaperRows:
 
     def run_over(self, con: duckdb.DuckDBPyConnection, papers: pl.Series) -> pl.DataFrame:
         """The SQL's rows for `papers` only."""
+        # Picked from the frame: a join in DuckDB would read every column of every paper
+        # (115,000 papers: 0.19 s, against 0.02 s).
         narrowed = self.papers.filter(pl.col("paper_id").is_in(papers.implode()))
         return over_papers(con, narrowed, self.sql)
 

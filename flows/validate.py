@@ -406,9 +406,10 @@ class Validator:
         self.memo = memo
         self.results: list[pl.DataFrame] = []
         self.stored: list = []  # the keys of the suite results stored for the Data Docs
-        # Suite results (table, result) to store before the Data Docs are built: storing
-        # serialises each result (about 10 ms a suite), left to the thread that builds them.
-        self.unstored: list[tuple[str, Any, datetime]] = []  # (table, result, time)
+        # (table, result, validation time) of suite results to store before the Data Docs
+        # are built: storing serialises each (about 10 ms a suite), so the thread that
+        # builds the Data Docs does it (`store_results`).
+        self.unstored: list[tuple[str, Any, datetime]] = []
         self._project: GxProject | None = None
 
     @property
