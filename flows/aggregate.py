@@ -1195,40 +1195,50 @@ def changed_tokens(
     now: pl.DataFrame,
     refolded: pl.Series | None = None,
 ) -> pl.DataFrame:
-    """The tokens of the papers whose share of the term counts changes, each paper's twice
-    where it stays: with change -1 and the topic it was counted under (its tokens before),
-    and with change +1 and its topic now (its tokens now).
+    """The tokens of the papers whose share of the term counts changes, with the `side`
+    they count on: -1 taken back from the topic they were counted under (topic_before),
+    +1 given to their topic now (topic_after), 0 both.
 
-    A paper changes when it came, left or changed text (digest), moved to another topic,
-    or uses one of the `refolded` words (whose plural folding changed).
+    A paper that came, left or changed text (digest) counts its tokens now on +1 and its
+    tokens before on -1. One that moved to another topic gives its terms to it and takes
+    them from the topic before: its tokens once, on side 0. One that uses one of the
+    `refolded` words (whose plural folding changed) makes other terms now: its tokens on
+    -1 and on +1, as if its text had changed.
 
     Args:
         counted, now: paper_id, digest, topic_id of the papers counted last and of now.
     """
     same_text = ["paper_id", "digest"]
     stayed = counted.join(now, on=same_text, suffix="_now")
-    again = stayed.filter(pl.col("topic_id") != pl.col("topic_id_now"))["paper_id"]
     if refolded is not None:
         using = tokens.rows.filter(pl.col("word").is_in(refolded.implode()))
         using = using.select("paper_id").collect()["paper_id"]
-        again = pl.concat([again, stayed["paper_id"].filter(stayed["paper_id"].is_in(using))])
-    again = again.unique().implode()
-    back = pl.concat([counted.join(now, on=same_text, how="anti"),
-                      counted.filter(pl.col("paper_id").is_in(again))])  # fmt: skip
-    add = pl.concat([now.join(counted, on=same_text, how="anti"),
-                     now.filter(pl.col("paper_id").is_in(again))])  # fmt: skip
-    return pl.concat([with_topics(tokens.before, back, -1), with_topics(tokens.rows, add, 1)])
+        refolding = stayed.filter(pl.col("paper_id").is_in(using.implode()))
+    else:
+        refolding = stayed.clear()
+    moved = stayed.filter(pl.col("topic_id") != pl.col("topic_id_now"))
+    moved = moved.join(refolding, on="paper_id", how="anti")
+    gone = pl.concat([counted.join(now, on=same_text, how="anti").select("paper_id", "topic_id"),
+                      refolding.select("paper_id", "topic_id")])  # fmt: skip
+    came = pl.concat([now.join(counted, on=same_text, how="anti").select("paper_id", "topic_id"),
+                      refolding.select("paper_id", topic_id="topic_id_now")])  # fmt: skip
+    null = pl.lit(None, pl.Int32)
+    back = gone.select("paper_id", side=-1, topic_before="topic_id", topic_after=null)
+    add = pl.concat([
+        came.select("paper_id", side=1, topic_before=null, topic_after="topic_id"),
+        moved.select("paper_id", side=0, topic_before="topic_id", topic_after="topic_id_now"),
+    ])  # fmt: skip
+    return pl.concat([with_topics(tokens.before, back), with_topics(tokens.rows, add)])
 
 
-def with_topics(tokens: pl.LazyFrame, papers: pl.DataFrame, change: int) -> pl.DataFrame:
-    """The tokens of `papers` (paper_id, topic_id), with their topic and `change`."""
+def with_topics(tokens: pl.LazyFrame, papers: pl.DataFrame) -> pl.DataFrame:
+    """The tokens of `papers` (paper_id, side, topic_before, topic_after), with the
+    paper's side and topics."""
     picked = tokens.filter(pl.col("paper_id").is_in(papers["paper_id"].implode()))
-    topics = papers.select("paper_id", "topic_id").lazy()
+    sides = papers.cast({"side": pl.Int32, "topic_before": pl.Int32, "topic_after": pl.Int32})
     return (
-        picked.join(topics, on="paper_id")
-        .select(
-            pl.lit(change, pl.Int32).alias("change"), "topic_id", "paper_id", "word", "position"
-        )
+        picked.join(sides.lazy(), on="paper_id")
+        .select("side", "topic_before", "topic_after", "paper_id", "word", "position")
         .collect()
     )
 

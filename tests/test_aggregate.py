@@ -704,13 +704,18 @@ def test_topic_terms_follow_papers_that_came_left_moved_or_changed(tmp_path, mon
     incremental = topic_terms_of(texts, now, tmp_path)
     monkeypatch.undo()
     read = {
-        change: sorted(changed[-1].filter(pl.col("change") == change)["paper_id"].unique())
-        for change in (-1, 1)
+        side: sorted(changed[-1].filter(pl.col("side") == side)["paper_id"].unique())
+        for side in (-1, 0, 1)
     }
+    # p11 only moved: its tokens are read once, for both topics.
     assert read == {
-        -1: ["p03", "p05", "p07", "p11"],
-        1: ["p05", "p11", "p30", "p31", "p32", "p33", "p34"],
+        -1: ["p03", "p05", "p07"],
+        0: ["p11"],
+        1: ["p05", "p30", "p31", "p32", "p33", "p34"],
     }
+    assert changed[-1].filter(pl.col("side") == 0).select(
+        "topic_before", "topic_after"
+    ).unique().rows() == [(2, 0)]
     assert incremental == topic_terms_of(texts, now)
     terms = incremental[0]
     assert [row[:4] + row[5:] for row in terms] == [

@@ -4,18 +4,19 @@
 -- upstream: word_papers_before (the last run's counts, kept in the cache), changed_tokens
 -- (the kept words of papers whose share of the counts changes, flows/aggregate.py
 -- TermCounts).
--- A paper that left or whose text changed takes its words back (change -1), a paper that
--- came or was rewritten adds them (+1); a paper read again only because its topic or a
--- plural's folding changed does both, which cancels.
+-- A paper that left or whose text changed takes its words back (side -1), a paper that
+-- came or was rewritten adds them (+1); a paper read again only because its topic
+-- changed (side 0) keeps its words.
 with paper_words as (
-    select distinct change, paper_id, word
+    select distinct side, paper_id, word
     from changed_tokens
+    where side <> 0
 ),
 
 changes as (
     select word, papers from word_papers_before
     union all
-    select word, change as papers from paper_words
+    select word, side as papers from paper_words
 ),
 
 final as (
