@@ -278,13 +278,18 @@ def test_a_pair_just_above_the_threshold_is_stored_above_it():
     assert 0.95 <= score < 0.9500011
 
 
-def test_updating_last_runs_lists_equals_searching_again():
-    """Exact lists updated for 100 new and 20 departed papers equal a fresh search."""
+@pytest.mark.parametrize("new_among_old", [False, True])
+def test_updating_last_runs_lists_equals_searching_again(new_among_old):
+    """Exact lists updated for 100 new and 20 departed papers equal a fresh search, whether
+    the new papers' ids sort after the old ones or among them (and among the old papers
+    searched again)."""
     vectors = clustered(900, dim=24, seed=3)
     every = [f"p{i:04d}" for i in range(900)]
     vector_of = dict(zip(every, vectors, strict=True))
-    before = every[:800]
-    now = every[:100] + every[120:]  # p0100-p0119 left, p0800-p0899 came
+    came = [p for i, p in enumerate(every) if i % 9 == 4] if new_among_old else every[800:]
+    before = [p for p in every if p not in came]
+    gone = before[100:120]
+    now = sorted(set(every) - set(gone))
 
     def matrix(ids):
         return np.stack([vector_of[p] for p in ids])
@@ -301,7 +306,7 @@ def test_updating_last_runs_lists_equals_searching_again():
     pairs = updated.join(fresh, on=["paper_id", "neighbor_id"], how="full", suffix="_fresh")
     assert pairs["score"].null_count() == pairs["score_fresh"].null_count() == 0
     assert np.allclose(pairs["score"], pairs["score_fresh"], atol=1e-6)
-    assert not updated["neighbor_id"].is_in(every[100:120]).any()
+    assert not updated["neighbor_id"].is_in(gone).any()
     # Each paper's rows together and best first, as a new search gives them.
     runs = updated["paper_id"].rle()
     assert runs.struct.field("value").n_unique() == runs.len() == 880
