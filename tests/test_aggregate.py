@@ -377,6 +377,31 @@ def test_a_new_dense_theme_becomes_a_new_topic_and_old_ids_persist():
     ]
 
 
+@settings(max_examples=40, deadline=None)
+@given(
+    n=st.integers(2, 120),
+    centres=st.integers(1, 8),
+    distance=st.floats(0.05, 1.2),
+    copies=st.integers(0, 10),
+    seed=st.integers(0, 2**32 - 1),
+)
+def test_average_linkage_groups_as_scikit_learn(n, centres, distance, copies, seed):
+    """`average_linkage` puts rows together exactly as scikit-learn's average-linkage
+    clustering by cosine with the same distance threshold, copies of a row included."""
+    from sklearn.cluster import AgglomerativeClustering
+
+    rows = clustered(n, dim=16, centres=centres, seed=seed % 2**31)
+    rows = np.vstack([rows, rows[: min(copies, n)]])  # exact copies: distance 0
+
+    def partition(labels):
+        return sorted(sorted(np.flatnonzero(labels == label)) for label in np.unique(labels))
+
+    expected = AgglomerativeClustering(
+        n_clusters=None, metric="cosine", linkage="average", distance_threshold=distance
+    ).fit(rows)
+    assert partition(aggregate.average_linkage(rows, distance)) == partition(expected.labels_)
+
+
 def test_a_topic_keeps_its_centroid_while_its_papers_mean_stays_near_it():
     rng = np.random.default_rng(7)
     centres = unit(rng.normal(size=(3, 64)))
