@@ -417,6 +417,28 @@ def test_failed_lists_name_each_rows_failed_expectations_in_order():
 
 @settings(max_examples=150, deadline=None)
 @given(
+    hashes=st.lists(st.integers(0, 40), max_size=60),
+    keys=st.sets(st.integers(0, 40), max_size=30),
+    more=st.sets(st.integers(0, 40), max_size=10),
+)
+def test_sorted_hashes_find_each_rows_place_among_the_keys_in_row_order(hashes, keys, more):
+    """Where each row's hash is among sorted distinct keys (or would go), whether it is
+    there, and its place among further keys: in the rows' order, repeats included."""
+    import numpy as np
+
+    from flows.validate import SortedHashes
+
+    known = np.array(sorted(keys), dtype=np.uint64)
+    searched = SortedHashes(pl.Series(hashes, dtype=pl.UInt64))
+    at, there = searched.find(known)
+    assert at.tolist() == [sum(k < h for k in keys) for h in hashes]
+    assert there.tolist() == [h in keys for h in hashes]
+    added = np.array(sorted(more), dtype=np.uint64)
+    assert searched.positions(added).tolist() == [sum(k < h for k in more) for h in hashes]
+
+
+@settings(max_examples=150, deadline=None)
+@given(
     st.lists(
         st.tuples(st.sampled_from(["a", "b", "c", None]), st.sampled_from([1, 2, None])),
         max_size=30,
