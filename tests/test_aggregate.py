@@ -711,6 +711,52 @@ def reference_topic_terms(abstracts: dict[str, str], topics: dict[str, int]) -> 
     return sorted(rows)
 
 
+@settings(max_examples=60, deadline=None)
+@given(
+    counts=st.dictionaries(
+        st.tuples(st.integers(0, 3), st.sampled_from(["a", "b", "c", "d", "a b", "b c", "c d"])),
+        st.integers(1, 4),
+        min_size=1,
+    ),
+    extra=st.integers(0, 6),
+    top=st.integers(1, 4),
+)
+def test_topic_terms_rank_each_topics_heaviest_terms_phrases_first_at_equal_weight(
+    counts, extra, top
+):
+    """topic_terms over given counts: each topic's `top` heaviest terms by docs / topic size
+    * ln(N / df), a phrase before a word and then by term at equal weight; many weights tie
+    here, at the cut too."""
+    import math
+
+    sizes = {t: max(d for (topic, _), d in counts.items() if topic == t) for t, _ in counts}
+    sizes = {t: size + extra * (t % 2) for t, size in sizes.items()}
+    topics = [(f"p{t}-{i}", t) for t, size in sizes.items() for i in range(size)]
+    con = connect()
+    con.execute("create table paper_topics (paper_id varchar, topic_id integer)")
+    con.executemany("insert into paper_topics values (?, ?)", topics)
+    con.execute("create table term_counts (topic_id integer, term varchar, docs bigint)")
+    con.executemany("insert into term_counts values (?, ?, ?)",
+                    [(t, term, d) for (t, term), d in counts.items()])  # fmt: skip
+    con.execute(f"set variable topic_terms = {top}")
+    got = con.execute(f"select * from ({read_sql('topic_terms')}) order by all").fetchall()
+    df: dict[str, int] = {}
+    for (_, term), d in counts.items():
+        df[term] = df.get(term, 0) + d
+    ranked: dict[int, list] = {}
+    for (t, term), d in counts.items():
+        weight = d / sizes[t] * math.log(len(topics) / df[term])
+        if d >= min(2, sizes[t]) and weight > 0:
+            ranked.setdefault(t, []).append((-weight, " " not in term, term, d))
+    expected = [
+        (t, term, d, df[term], round(-w, 6), rank + 1)
+        for t, rows in ranked.items()
+        for rank, (w, _, term, d) in enumerate(sorted(rows)[:top])
+    ]
+    assert [row[:4] + row[5:] for row in got] == [row[:4] + row[5:] for row in sorted(expected)]
+    assert [row[4] for row in got] == pytest.approx([row[4] for row in sorted(expected)])
+
+
 def test_topic_terms_follow_papers_that_came_left_moved_or_changed(tmp_path, monkeypatch):
     """Counts kept in the cache and brought up to date from the papers that changed give
     the rows of counting every paper again, and of the definition; only those papers'
