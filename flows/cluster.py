@@ -44,8 +44,9 @@ def task_runner(spec: str):
     """The prefect-dask task runner for `spec`.
 
     A local worker runs one task at a time (threads_per_worker=1) and computes with its
-    share of the cores through torch and FAISS (PAPERLAKE_THREADS): Dask's nanny pins
-    OpenMP and MKL to one thread, and every worker taking all cores would oversubscribe.
+    share of the cores through torch and FAISS (PAPERLAKE_THREADS) and tokenizers
+    (RAYON_NUM_THREADS): Dask's nanny pins OpenMP and MKL to one thread, and every worker
+    taking all cores would oversubscribe.
     """
     from prefect_dask import DaskTaskRunner
 
@@ -62,7 +63,11 @@ def task_runner(spec: str):
                 "threads_per_worker": 1,
                 "processes": True,
                 "dashboard_address": None,
-                "env": {"PAPERLAKE_THREADS": str(worker_threads(workers))},
+                # Tokenizers' threads (rayon's) take the worker's share of the cores too.
+                "env": {
+                    "PAPERLAKE_THREADS": str(worker_threads(workers)),
+                    "RAYON_NUM_THREADS": str(worker_threads(workers)),
+                },
             },
         )
     return DaskTaskRunner(address=spec)

@@ -71,7 +71,9 @@ def test_local_spec_gives_workers_their_share_of_the_cores():
     runner = task_runner("local:2")
     assert runner.cluster_kwargs["n_workers"] == 2
     assert runner.cluster_kwargs["threads_per_worker"] == 1
-    assert int(runner.cluster_kwargs["env"]["PAPERLAKE_THREADS"]) >= 1
+    env = runner.cluster_kwargs["env"]
+    share = max(1, (os.cpu_count() or 1) // 2)
+    assert env["PAPERLAKE_THREADS"] == env["RAYON_NUM_THREADS"] == str(share)
     assert task_runner("tcp://10.0.0.5:8786").address == "tcp://10.0.0.5:8786"
 
 
