@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import contextvars
 import hashlib
 import importlib.util
 import math
 import os
+import re
 import shutil
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -1306,6 +1309,41 @@ def count_topic_terms(
     TermCounts(cache, tokens).build(con, tokens.update(con), topics)
 
 
+LIST_FRAMES = ("neighbor_candidates", "similar_pairs", "pair_groups")
+
+
+def reading_lists() -> set[str]:
+    """The tables of sql/ that read the neighbour lists (LIST_FRAMES), or a table that
+    does, so are built after the search: any whose SQL names one of them."""
+    late = set(LIST_FRAMES)
+    for table in SQL_TABLES:  # in dependency order
+        text = read_sql(table)
+        if any(re.search(rf"\b{name}\b", text) for name in late):
+            late.add(table)
+    return late - set(LIST_FRAMES)
+
+
+def stage_frames(con: duckdb.DuckDBPyConnection, frames: dict[str, pl.DataFrame]) -> None:
+    """Each frame as a table of `con`, of its name."""
+    for name, frame in frames.items():
+        con.register(f"{name}_frame", frame)
+        con.execute(f"create or replace table {name} as select * from {name}_frame")
+        con.unregister(f"{name}_frame")
+
+
+def build_table(
+    con: duckdb.DuckDBPyConnection, table: str, cache: Path | None, papers: pl.DataFrame
+) -> int:
+    """Create `table` in `con` from sql/<table>.sql (per paper where it is kept so,
+    `PaperRows`); its row count."""
+    if table in PER_PAPER_TABLES:
+        rows = PaperRows(con, cache, table, PER_PAPER_TABLES[table], papers)
+        rows.build(con, table, tables.table(table).keys)
+    else:
+        con.execute(f"create or replace table {table} as {read_sql(table)}")
+    return con.execute(f"select count(*) from {table}").fetchone()[0]
+
+
 def build_aggregates(
     con: duckdb.DuckDBPyConnection,
     papers: pl.DataFrame,
@@ -1352,47 +1390,48 @@ def build_aggregates(
     """
     ids = papers["paper_id"].sort().to_list()
     vectors = vectors_of(embeddings, pl.Series(ids, dtype=pl.String))
-    if search is None:
-        found = candidates(ids, vectors, max(k, PAIR_CAP), threshold, neighbors_method,
-                           exact_neighbors_max)  # fmt: skip
-    else:
-        found = search(ids, vectors)
-    top, pairs = split_candidates(found, k, threshold)
-    assignments, centroids, topic_note = cluster_topics(
-        ids, vectors, n_topics, seed, previous_topics, refit_topics, previous_papers
-    )
+
+    def neighbour_lists() -> tuple[pl.DataFrame, dict[str, pl.DataFrame]]:
+        if search is None:
+            found = candidates(ids, vectors, max(k, PAIR_CAP), threshold, neighbors_method,
+                               exact_neighbors_max)  # fmt: skip
+        else:
+            found = search(ids, vectors)
+        top, pairs = split_candidates(found, k, threshold)
+        frames = {"neighbor_candidates": top, "similar_pairs": pairs}
+        return found, frames | {"pair_groups": group_pairs(pairs)}
+
+    # The lists are searched (numpy, most of it outside the GIL) in a thread while the
+    # topics and the tables that do not read the lists are built (DuckDB): each side
+    # keeps about one and a half of 2 cores busy alone.
+    with ThreadPoolExecutor(1, thread_name_prefix="paperlake-neighbours") as pool:
+        searching = pool.submit(contextvars.copy_context().run, neighbour_lists)
+        assignments, centroids, topic_note = cluster_topics(
+            ids, vectors, n_topics, seed, previous_topics, refit_topics, previous_papers
+        )
+        stage_frames(con, {"paper_topics": assignments, "topic_centroids": centroids,
+                           "stopwords": stopwords()})  # fmt: skip
+        con.execute(f"set variable neighbors_k = {int(k)}")
+        con.execute(f"set variable duplicate_threshold = {float(threshold)}")
+        con.execute(f"set variable duplicate_group_max = {int(duplicate_group_max)}")
+        con.execute(f"set variable topic_terms = {TOPIC_TERMS}")
+        stage_vocabulary(con)
+        count_topic_terms(con, cache, assignments, papers)
+        late = reading_lists()
+        counts = {"paper_topics": assignments.height}
+        for table in (t for t in SQL_TABLES if t not in late):
+            counts[table] = build_table(con, table, cache, papers)
+        found, lists = searching.result()
     coordinates, map_note = projection.paper_coordinates(
         ids, vectors, seed, previous_coordinates, found
     )
     if say:
         say(f"topics: {topic_note}")
         say(f"map: {map_note}")
-    for name, frame in (
-        ("neighbor_candidates", top),
-        ("similar_pairs", pairs),
-        ("pair_groups", group_pairs(pairs)),
-        ("paper_topics", assignments),
-        ("paper_coordinates", coordinates),
-        ("topic_centroids", centroids),
-        ("stopwords", stopwords()),
-    ):
-        con.register(f"{name}_frame", frame)
-        con.execute(f"create or replace table {name} as select * from {name}_frame")
-        con.unregister(f"{name}_frame")
-    con.execute(f"set variable neighbors_k = {int(k)}")
-    con.execute(f"set variable duplicate_threshold = {float(threshold)}")
-    con.execute(f"set variable duplicate_group_max = {int(duplicate_group_max)}")
-    con.execute(f"set variable topic_terms = {TOPIC_TERMS}")
-    stage_vocabulary(con)
-    count_topic_terms(con, cache, assignments, papers)
-    counts = {"paper_topics": assignments.height, "paper_coordinates": coordinates.height}
-    for table in SQL_TABLES:
-        if table in PER_PAPER_TABLES:
-            rows = PaperRows(con, cache, table, PER_PAPER_TABLES[table], papers)
-            rows.build(con, table, tables.table(table).keys)
-        else:
-            con.execute(f"create or replace table {table} as {read_sql(table)}")
-        counts[table] = con.execute(f"select count(*) from {table}").fetchone()[0]
+    stage_frames(con, lists | {"paper_coordinates": coordinates})
+    counts["paper_coordinates"] = coordinates.height
+    for table in (t for t in SQL_TABLES if t in late):
+        counts[table] = build_table(con, table, cache, papers)
     for scratch in (
         "neighbor_candidates", "similar_pairs", "pair_groups", "topic_centroids", "stopwords",
         "mention_vocabulary", "term_counts", "paper_digests",

@@ -1018,3 +1018,15 @@ def test_exact_scores_are_the_same_bits_whatever_the_block_or_threads():
     # Each paper's list is best first, ties by column.
     by_row = scores.reshape(600, 10)
     assert (np.diff(by_row, axis=1) <= 0).all()
+
+
+def test_tables_that_read_the_neighbour_lists_are_built_after_the_search(monkeypatch):
+    """The tables of sql/ built while the lists are searched are those that read neither
+    the lists nor a table made from them; one that reads such a table waits too."""
+    assert aggregate.reading_lists() == {"neighbors", "duplicates", "duplicate_groups"}
+    texts = {name: read_sql(name) for name in aggregate.SQL_TABLES}
+    texts["venue_stats"] += "\n-- joined with duplicate_groups"
+    monkeypatch.setattr(aggregate, "read_sql", texts.__getitem__)
+    assert aggregate.reading_lists() == {
+        "neighbors", "duplicates", "duplicate_groups", "venue_stats",
+    }  # fmt: skip
