@@ -285,6 +285,7 @@ def serve(
         fail(f"raw input {', '.join(missing)} does not exist")
 
     from prefect import serve as serve_deployments
+    from prefect.context import SyncClientContext
     from prefect.settings import PREFECT_API_URL
 
     from flows.pipeline import flow_for, run_handed_over, warm_up
@@ -315,7 +316,10 @@ def serve(
             # What a handed-over run would otherwise import and load, done once.
             with collector_paused():
                 warm_up(settings)
-            with WarmRunner(settings.warehouse, run_handed_over):
+            # Handed-over runs share one Prefect client of the serve's API, made here: a
+            # client made per run builds an SSL context (certifi's certificates loaded,
+            # 0.14 s of a +1 run) though the API is on loopback.
+            with SyncClientContext(), WarmRunner(settings.warehouse, run_handed_over):
                 out.print(
                     f"serving paperlake/{name} ({schedule}); paperlake run on "
                     f"{settings.warehouse} runs here; Ctrl-C or SIGTERM stops it",
