@@ -23,6 +23,7 @@ from flows import projection, tables
 from flows.embed import compute_threads
 from flows.files import write_atomically, write_cache_parquet
 from flows.lake import read_sql
+from flows.publish import stage_frames
 from flows.settings import NEIGHBOR_METHODS, SQL_DIR
 from flows.tables import sql_tables
 
@@ -1321,14 +1322,6 @@ def reading_lists() -> set[str]:
         if any(re.search(rf"\b{name}\b", text) for name in late):
             late.add(table)
     return late - set(LIST_FRAMES)
-
-
-def stage_frames(con: duckdb.DuckDBPyConnection, frames: dict[str, pl.DataFrame]) -> None:
-    """Each frame as a table of `con`, of its name."""
-    for name, frame in frames.items():
-        con.register(f"{name}_frame", frame)
-        con.execute(f"create or replace table {name} as select * from {name}_frame")
-        con.unregister(f"{name}_frame")
 
 
 def build_table(

@@ -56,6 +56,7 @@ def task_runner(spec: str):
     logging.getLogger("distributed").setLevel(logging.WARNING)
     if m := LOCAL.fullmatch(spec):
         workers = int(m.group(1))
+        share = str(worker_threads(workers))
         return DaskTaskRunner(
             cluster_class="distributed.LocalCluster",
             cluster_kwargs={
@@ -64,10 +65,7 @@ def task_runner(spec: str):
                 "processes": True,
                 "dashboard_address": None,
                 # Tokenizers' threads (rayon's) take the worker's share of the cores too.
-                "env": {
-                    "PAPERLAKE_THREADS": str(worker_threads(workers)),
-                    "RAYON_NUM_THREADS": str(worker_threads(workers)),
-                },
+                "env": {name: share for name in ("PAPERLAKE_THREADS", "RAYON_NUM_THREADS")},
             },
         )
     return DaskTaskRunner(address=spec)
