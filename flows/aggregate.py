@@ -623,7 +623,7 @@ def cluster_topics(
     seed: int,
     previous: dict[int, np.ndarray] | None = None,
     refit: bool = False,
-    previous_papers: set[str] | None = None,
+    previous_papers: pl.Series | None = None,
 ) -> tuple[pl.DataFrame, pl.DataFrame, str]:
     """Topics of unit vectors, carried over from the previous version where there is one.
 
@@ -685,7 +685,7 @@ def update_topics(
     ids: list[str],
     vectors: np.ndarray,
     previous: dict[int, np.ndarray],
-    previous_papers: set[str] | None = None,
+    previous_papers: pl.Series | None = None,
 ) -> tuple[np.ndarray, dict[int, int], str] | None:
     """Carry the previous topics over: each paper joins its nearest topic, and new papers
     and papers that fit no topic form new topics where they make a dense group. None when
@@ -711,7 +711,11 @@ def update_topics(
             median = np.median(mine)
             floor[nearest[rows[0]]] = median - 3 * 1.4826 * np.median(np.abs(mine - median))
     outlier = best < floor[nearest]
-    fresh_paper = np.array([p not in previous_papers for p in ids]) if previous_papers else outlier
+    known = previous_papers is not None and previous_papers.len() > 0
+    if known:
+        fresh_paper = ~pl.Series(ids, dtype=pl.String).is_in(previous_papers.implode()).to_numpy()
+    else:
+        fresh_paper = outlier
     open_rows = np.flatnonzero(outlier | fresh_paper)
     if outlier.mean() > TOPIC_DRIFT_MAX or len(open_rows) > TOPIC_OUTLIERS_MAX:
         return None
@@ -750,7 +754,7 @@ def update_topics(
         topic_of[len(old_ids) + g] = next_id + g
     joined = int((labels >= len(old_ids)).sum())
     note = (
-        f"updated: {int(fresh_paper.sum()) if previous_papers else 0} papers new, "
+        f"updated: {int(fresh_paper.sum()) if known else 0} papers new, "
         f"{int(outlier.sum())} fit no topic; {len(fresh)} new topics ({joined} papers)"
     )
     return labels.astype(np.int64), topic_of, note
@@ -1346,14 +1350,14 @@ def build_aggregates(
     n_topics: int | None,
     seed: int,
     previous_topics: dict[int, np.ndarray] | None = None,
-    previous_papers: set[str] | None = None,
+    previous_papers: pl.Series | None = None,
     neighbors_method: str = "auto",
     exact_neighbors_max: int = 20_000,
     search: Callable[[list[str], np.ndarray], pl.DataFrame] | None = None,
     duplicate_group_max: int = 50,
     refit_topics: bool = False,
     say: Callable[[str], object] | None = None,
-    previous_coordinates: dict[str, tuple[float, float]] | None = None,
+    previous_coordinates: pl.DataFrame | None = None,
     cache: Path | None = None,
 ) -> dict[str, int]:
     """Build the derived tables in `con` (which already holds papers, sources, paper_sources).
@@ -1372,7 +1376,8 @@ def build_aggregates(
             duplicates; larger groups are in duplicate_groups only.
         refit_topics: fit topics afresh instead of carrying the previous ones over.
         say: where to tell what was done with the topics and the map (the run's log).
-        previous_coordinates: paper id -> map place in the previous version (kept).
+        previous_coordinates: each paper's map place in the previous version (paper_id,
+            x, y), kept.
         cache: a folder where the rows derived from each paper alone (mentions, the words
             of topic terms) are kept between runs (`PaperRows`), so that only new papers
             are read, and the counts of topic terms (`TermCounts`), so that only papers

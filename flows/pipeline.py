@@ -221,14 +221,14 @@ def aggregate_papers(
             n_topics=settings.n_topics,
             seed=settings.seed,
             previous_topics=previous,
-            previous_papers=set(last.papers.to_list()),
+            previous_papers=last.papers,
             neighbors_method=settings.neighbors_method,
             exact_neighbors_max=settings.exact_neighbors_max,
             search=search,
             duplicate_group_max=settings.duplicate_group_max,
             refit_topics=settings.refit_topics,
             say=record.run_logger().info,
-            previous_coordinates={p: (x, y) for p, x, y in last.coordinates.iter_rows()},
+            previous_coordinates=last.coordinates,
             cache=settings.cache_path / "paper_rows",
         )
         return {name: con.table(name).pl() for name in aggregate_tables()}

@@ -354,7 +354,7 @@ def test_a_new_dense_theme_becomes_a_new_topic_and_old_ids_persist():
     new = themes(centres[5:], 40, seed=2)  # 40 papers on a theme no topic covers
     ids = old_ids + [f"b{i:03d}" for i in range(40)]
     grown, _, note = aggregate.cluster_topics(
-        ids, np.vstack([old, new]), None, 42, previous, previous_papers=set(old_ids)
+        ids, np.vstack([old, new]), None, 42, previous, previous_papers=pl.Series(old_ids)
     )
     assert note.startswith("updated: 40 papers new") and note.endswith("1 new topics (40 papers)")
     before = dict(topics.select("paper_id", "topic_id").rows())
@@ -367,7 +367,7 @@ def test_a_new_dense_theme_becomes_a_new_topic_and_old_ids_persist():
     same = themes(centres[:5], 8, seed=6)
     ids = old_ids + [f"c{i:03d}" for i in range(40)]
     joined, _, note = aggregate.cluster_topics(
-        ids, np.vstack([old, same]), None, 42, previous, previous_papers=set(old_ids)
+        ids, np.vstack([old, same]), None, 42, previous, previous_papers=pl.Series(old_ids)
     )
     assert note.endswith("0 new topics (0 papers)")
     after = dict(joined.select("paper_id", "topic_id").rows())
@@ -413,7 +413,7 @@ def test_a_topic_keeps_its_centroid_while_its_papers_mean_stays_near_it():
     new = themes(centres[:1], 2, seed=9)
     ids = old_ids + ["b000", "b001"]
     grown, grown_centroids, note = aggregate.cluster_topics(
-        ids, np.vstack([old, new]), None, 42, previous, previous_papers=set(old_ids)
+        ids, np.vstack([old, new]), None, 42, previous, previous_papers=pl.Series(old_ids)
     )
     assert note.startswith("updated: 2 papers new")
     assert grown.filter(pl.col("paper_id").is_in(old_ids)).equals(topics)

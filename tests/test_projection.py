@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+import polars as pl
 import pytest
 
 from flows import projection
@@ -61,7 +62,7 @@ def test_old_papers_keep_their_places_and_new_ones_join_their_cluster():
     old = [i for i in range(36) if i not in (0, 12)]  # one paper of clusters 0 and 1 is new
     before, _ = projection.paper_coordinates([ids[i] for i in old], vectors[old], seed=0)
     previous = {r["paper_id"]: (r["x"], r["y"]) for r in before.iter_rows(named=True)}
-    after, note = projection.paper_coordinates(ids, vectors, seed=0, previous=previous)
+    after, note = projection.paper_coordinates(ids, vectors, seed=0, previous=before)
     assert note == "kept: 34 papers in place, 2 new placed by their neighbours"
     places = {r["paper_id"]: (r["x"], r["y"]) for r in after.iter_rows(named=True)}
     assert all(places[i] == previous[i] for i in previous)
@@ -82,10 +83,9 @@ def test_new_papers_placed_from_exact_lists_land_where_the_full_search_puts_them
     ids = [f"p{i:02d}" for i in range(len(vectors))]
     old = [i for i in range(80) if i % 5]  # 16 new papers, 4 in each cluster
     before, _ = projection.paper_coordinates([ids[i] for i in old], vectors[old], seed=0)
-    previous = {r["paper_id"]: (r["x"], r["y"]) for r in before.iter_rows(named=True)}
     lists = aggregate.candidates(ids, vectors, width, 0.99, "exact")
-    searched, _ = projection.paper_coordinates(ids, vectors, seed=0, previous=previous)
-    listed, note = projection.paper_coordinates(ids, vectors, 0, previous, lists)
+    searched, _ = projection.paper_coordinates(ids, vectors, seed=0, previous=before)
+    listed, note = projection.paper_coordinates(ids, vectors, 0, before, lists)
     assert note == "kept: 64 papers in place, 16 new placed by their neighbours"
     assert listed["paper_id"].to_list() == searched["paper_id"].to_list()
     np.testing.assert_allclose(
@@ -98,7 +98,7 @@ def test_new_papers_placed_from_exact_lists_land_where_the_full_search_puts_them
 def test_many_new_papers_redraw_the_map():
     vectors = clusters(8)
     ids = [f"p{i:02d}" for i in range(len(vectors))]
-    previous = {ids[i]: (0.5, 0.5) for i in range(10)}  # 14 of 24 new: past 25%
+    previous = pl.DataFrame({"paper_id": ids[:10], "x": [0.5] * 10, "y": [0.5] * 10})  # 14 new
     frame, note = projection.paper_coordinates(ids, vectors, seed=0, previous=previous)
     assert note == "drawn afresh by t-SNE (24 papers, 14 new)"
     assert frame.filter(x=0.5, y=0.5).height == 0
