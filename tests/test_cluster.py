@@ -115,7 +115,8 @@ def test_search_in_row_ranges_equals_one_search(method, tmp_path):
         return [aggregate.search_rows(r, matrix, graph, 32, 0.8) for r in ranges]
 
     pieces = aggregate.nearest_in_pieces(ids, vectors, 32, 0.8, method, 20_000, tmp_path, fan, 2)
-    assert seen == [([(0, 4096), (4096, 5000)], method == "hnsw")]
+    # 10 blocks of BLOCK_ROWS (512) rows, 5 a piece
+    assert seen == [([(0, 2560), (2560, 5000)], method == "hnsw")]
     assert pieces.equals(whole)  # bit for bit
     copies = pieces.filter((pl.col("paper_id") == "p00000") & (pl.col("score") > 0.9999))
     assert copies.height == 10  # its 10 copies, all found
