@@ -28,7 +28,10 @@ def descendants(pid: int) -> dict[int, bytes]:
     found, todo = {}, [pid]
     while todo:
         for child in children(todo.pop()):
-            found[child] = Path(f"/proc/{child}/cmdline").read_bytes()
+            try:
+                found[child] = Path(f"/proc/{child}/cmdline").read_bytes()
+            except FileNotFoundError:  # it ended after it was listed
+                continue
             todo.append(child)
     return found
 
