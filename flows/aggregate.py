@@ -28,8 +28,8 @@ from flows.settings import NEIGHBOR_METHODS, SQL_DIR
 from flows.tables import sql_tables
 
 # Rows whose products with every paper are made at a time. `top_k` passes over a block
-# several times: 1,000 new papers against 105,000 took 0.95-1.45 s as one block of 420 MB,
-# 0.53-0.59 s in blocks of 512 (215 MB), with the same lists.
+# several times: 1,000 new papers against 105,000 took a median 0.86 s as one block of
+# 420 MB, 0.56 s in blocks of 512 (215 MB), with the same lists.
 BLOCK_ROWS = 512
 TOP_K_ROWS = 128
 # `top_k` ranks at most this many times k candidates a row before it partitions instead.
