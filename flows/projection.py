@@ -168,11 +168,12 @@ def paper_coordinates(
     """
     if not ids:
         return pl.DataFrame(schema=SCHEMA), "no papers"
-    order = pl.DataFrame({"paper_id": ids}, schema={"paper_id": pl.String})
     if previous is None:
         previous = pl.DataFrame(schema=SCHEMA)
-    placed = order.join(previous.cast(SCHEMA), on="paper_id", how="inner", maintain_order="left")
-    kept = order["paper_id"].is_in(placed["paper_id"].implode()).to_numpy()
+    order = pl.DataFrame({"paper_id": ids}, schema={"paper_id": pl.String})
+    joined = order.join(previous.cast(SCHEMA), on="paper_id", how="left", maintain_order="left")
+    kept = joined["x"].is_not_null().to_numpy()
+    placed = joined.filter(kept)
     new = int((~kept).sum())
     if not kept.any() or new / len(ids) > MAP_REFIT_SHARE:
         coords = project(vectors, seed)
