@@ -13,13 +13,12 @@ import platform
 import uuid
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from importlib.metadata import version as package_version
 from pathlib import Path
 
 import polars as pl
 
 from flows.prefect_server import slug
-from flows.settings import Settings
+from flows.settings import Settings, package_version
 
 PACKAGES = (
     "paperlake",

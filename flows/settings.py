@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import os
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -18,6 +19,17 @@ PACKAGED_MODEL = "all-MiniLM-L6-v2"
 NEIGHBOR_METHODS = ("auto", "exact", "hnsw")
 PRECISIONS = ("auto", "bf16", "fp32", "openvino-fp32", "openvino-bf16", "onnx-fp32")
 DEVICES = ("auto", "cpu", "cuda")
+
+
+@functools.cache
+def package_version(name: str) -> str:
+    """The installed version of package `name`, read once a process: importlib.metadata
+    reads the installed distributions' files on each call (about 3 ms), and a run records
+    a dozen versions. The process runs the code it imported, so the version it read first
+    stays the one in use."""
+    from importlib.metadata import version
+
+    return version(name)
 
 
 @contextmanager

@@ -30,7 +30,7 @@ import polars as pl
 from flows import tables
 from flows.files import write_atomically, write_cache_parquet
 from flows.lake import read_sql
-from flows.settings import EXPECTATIONS_DIR
+from flows.settings import EXPECTATIONS_DIR, package_version
 
 BATCH_ROWS = 200_000
 # Stored results per suite that the Data Docs show: each build of the index reads them all
@@ -291,11 +291,11 @@ class RowMemo:
     def at(cls, folder: Path | None, table: str, expectations: list[dict], parameters: dict):
         if folder is None:
             return cls(None)
-        from importlib.metadata import version
-
         spec = [{**e, "kwargs": resolve(e["kwargs"], parameters)} for e in expectations]
         text = json.dumps(
-            [spec, pl.__version__, version("great-expectations")], sort_keys=True, default=str
+            [spec, pl.__version__, package_version("great-expectations")],
+            sort_keys=True,
+            default=str,
         )
         return cls(folder / f"{table}-{hashlib.sha256(text.encode()).hexdigest()[:16]}")
 
