@@ -276,12 +276,14 @@ class Planned:
         self.con.close()
 
 
-@task(name="connect_staging", cache_policy=NO_CACHE)
-def connect_staging() -> duckdb.DuckDBPyConnection:
-    """A connection for `plan_publish`, ducklake loaded: the spare one made between runs
-    (`keep_spare_connection`) where there is one, else a new one."""
-    spare = _SPARE.pop() if _SPARE else None
-    return spare.result() if spare is not None else connect(extensions=("ducklake",))
+def connect_staging() -> Future:
+    """A connection for `plan_publish`, ducklake loaded, as a future: the spare one made
+    between runs (`keep_spare_connection`) where there is one, else one made now in a
+    thread. Not a task: it only loads an extension, and a task costs its flow run about
+    three state changes, each an event the Prefect server stores."""
+    if not _SPARE:
+        keep_spare_connection()
+    return _SPARE.pop()
 
 
 _SPARE: list[Future] = []  # at most one connection being made for the next run
@@ -362,10 +364,14 @@ def prompt_gil(interval: float = 0.0005):
 def release(planned: Any) -> None:
     """Close the connection of a `plan_publish` (or `connect_staging`) future, whatever
     became of the run."""
-    if planned is not None:
+    if planned is None:
+        return
+    if isinstance(planned, Future):  # connect_staging's
+        value = None if planned.exception() else planned.result()
+    else:
         value = planned.result(raise_on_failure=False)
-        if isinstance(value, Planned | duckdb.DuckDBPyConnection):
-            value.close()
+    if isinstance(value, Planned | duckdb.DuckDBPyConnection):
+        value.close()
 
 
 @task(name="publish_snapshot", cache_policy=NO_CACHE)
@@ -548,7 +554,7 @@ def run_pipeline(settings: Settings, force: bool = False) -> record.RunSummary:
 
             # Loading ducklake holds up Python code beside it (0.15 s: its signature is
             # checked), less so the encoder's and DuckDB's native work.
-            staging = connect_staging.submit() if in_process else None
+            staging = connect_staging() if in_process else None
             t = timer()
             embedded = embed_papers(ingested.papers, settings)
             record.embedded(summary, embedded, timer() - t)

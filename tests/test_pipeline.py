@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+import duckdb
 import pytest
 from typer.testing import CliRunner
 
@@ -405,12 +406,15 @@ def test_a_warm_process_hands_the_next_run_a_connection_with_ducklake_loaded():
     spare = pipeline._SPARE[0]
     pipeline.keep_spare_connection()  # one is being made: no second
     assert len(pipeline._SPARE) == 1 and pipeline._SPARE[0] is spare
-    taken = pipeline.connect_staging.fn()
-    assert taken is spare.result() and loaded(taken) and pipeline._SPARE == []
-    fresh = pipeline.connect_staging.fn()  # none spare: a new one
-    assert fresh is not taken and loaded(fresh)
-    taken.close()
-    fresh.close()
+    taken = pipeline.connect_staging()
+    assert taken is spare and loaded(taken.result()) and pipeline._SPARE == []
+    fresh = pipeline.connect_staging()  # none spare: one made now, none left over
+    assert fresh.result() is not taken.result() and loaded(fresh.result())
+    assert pipeline._SPARE == []
+    pipeline.release(taken)
+    pipeline.release(fresh)
+    with pytest.raises(duckdb.ConnectionException):
+        taken.result().execute("select 1")
 
 
 def test_warm_up_leaves_a_processs_first_flow_run_nothing_to_import_or_copy(tmp_path):
