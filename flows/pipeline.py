@@ -238,15 +238,26 @@ def aggregate_papers(
 
 @task(name="validate_tables", cache_policy=NO_CACHE)
 def validate_tables(
-    tables: dict[str, pl.DataFrame], settings: Settings, run_id: str, parameters: dict
+    tables: dict[str, pl.DataFrame],
+    settings: Settings,
+    run_id: str,
+    parameters: dict,
+    suites: list[str] | None = None,
 ) -> tuple[pl.DataFrame, list]:
-    """Run every suite in expectations/ on its table: the dq_results rows, and the suite
-    results for the Data Docs (`write_data_docs` stores them)."""
+    """Run each suite of `suites` (default: every suite in expectations/) on its table: the
+    dq_results rows, and the suite results for the Data Docs (`write_data_docs` stores
+    them)."""
     validator = validate.Validator(settings.warehouse / "gx", run_id, settings.cache_path / "dq")
     results = [
-        validator.validate(name, tables[name], parameters) for name in validate.suite_names()
+        validator.validate(name, tables[name], parameters)
+        for name in (validate.suite_names() if suites is None else suites)
     ]
     return pl.concat(results), validator.unstored
+
+
+def suites_of(tables: dict[str, pl.DataFrame]) -> list[str]:
+    """The suites whose tables are among `tables`."""
+    return [name for name in validate.suite_names() if name in tables]
 
 
 @task(name="write_data_docs", cache_policy=NO_CACHE)
@@ -538,13 +549,15 @@ def run_pipeline(settings: Settings, force: bool = False) -> record.RunSummary:
             summary.warehouse,
         )  # fmt: skip
 
-        # Beside the suites (Python, mostly), a thread of this process plans the publish in
-        # DuckDB, on a connection that loaded ducklake while the papers were embedded; the
-        # commit waits for the gate. The Data Docs are written while the version is checked
-        # and published, in a thread too. On a Dask task runner the publish task stages and
+        # The suites of ingest's tables and the embeddings run in a thread beside the
+        # aggregate stage. Beside the other suites (Python, mostly), a thread of this
+        # process plans the publish in DuckDB, on a connection that loaded ducklake while
+        # the papers were embedded; the commit waits for the gate. The Data Docs are written
+        # while the version is checked and published, in a thread too. On a Dask task
+        # runner the suites run after the aggregate stage, the publish task stages and
         # plans after the gate, and the Data Docs are written after it, here where the
         # warehouse is.
-        planned = docs = suite_results = agreement = staging = None
+        planned = docs = suite_results = agreement = staging = early_results = None
         in_process = not cluster_workers()  # no Dask task runner
         try:
             t = timer()
@@ -564,6 +577,19 @@ def run_pipeline(settings: Settings, force: bool = False) -> record.RunSummary:
 
             t = timer()
             tables = ingested.tables | {"embeddings": embedded.table.sort("paper_id")}
+            # The suites of the tables made so far run in a thread beside the aggregate
+            # stage (mostly DuckDB and numpy); the rest run once it is done.
+            parameters = check_parameters(settings, embedded, ingested)
+            early = suites_of(tables) if in_process else []
+            if early:
+                # Both sides' libraries imported first (a no-op where `serve` or the CLI's
+                # start-up did it): threads importing the same circular packages at once
+                # (narwhals, through scikit-learn and Great Expectations) can deadlock.
+                aggregate.warm_up()
+                validate.warm_up()
+                early_results = validate_tables.submit(
+                    tables, settings, summary.run_id, parameters, early
+                )
             info = embedded.info
             model_key = f"{info.model_id}:{info.weights_sha256}:{info.precision}"
             tables |= aggregate_papers(
@@ -577,8 +603,8 @@ def run_pipeline(settings: Settings, force: bool = False) -> record.RunSummary:
                     dict(tables), settings, con, staged=stage_keyed(tables, con)
                 )
             t = timer()
-            results, suite_results = validate_tables(
-                tables, settings, summary.run_id, check_parameters(settings, embedded, ingested)
+            results, suite_results = checked(
+                early, early_results, tables, settings, summary.run_id, parameters
             )
             record.write_dq_file(settings, summary.run_id, results)
             record.validated(summary, validate.outcome(results), results, timer() - t)
@@ -606,8 +632,9 @@ def run_pipeline(settings: Settings, force: bool = False) -> record.RunSummary:
             page = dq_page.build(settings, version, plan.con if plan else None)
         finally:
             release(planned if planned is not None else staging)
-            if agreement:
-                agreement.wait()  # a stopped run leaves no thread behind
+            for future in (agreement, early_results):
+                if future:
+                    future.wait()  # a stopped run leaves no thread behind
             if suite_results is not None:
                 summary.data_docs = (
                     docs.result()
@@ -619,6 +646,27 @@ def run_pipeline(settings: Settings, force: bool = False) -> record.RunSummary:
     summary.dq_page = str(dq_page.write(page, settings, dq_page.default_output(settings, version)))
     record.report_artifacts(summary, results)
     return summary
+
+
+def checked(
+    early: list[str],
+    early_results: Any,
+    tables: dict[str, pl.DataFrame],
+    settings: Settings,
+    run_id: str,
+    parameters: dict,
+) -> tuple[pl.DataFrame, list]:
+    """The dq_results rows of every suite, in suite order, and the suite results: those of
+    the suites `early` (`early_results`, a `validate_tables` future) and the others', run
+    now, once `early`'s are done (they share the Great Expectations project)."""
+    rows, results = early_results.result() if early else (None, [])
+    rest = [name for name in validate.suite_names() if name not in early]
+    later, later_results = validate_tables(tables, settings, run_id, parameters, rest)
+    if rows is None:
+        return later, later_results
+    order = {name: i for i, name in enumerate(validate.suite_names())}
+    rows = pl.concat([rows, later]).sort(pl.col("suite").replace_strict(order), maintain_order=True)
+    return rows, [*results, *later_results]
 
 
 def compact_catalog_when_due(settings: Settings, version: int) -> None:

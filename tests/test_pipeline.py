@@ -417,6 +417,39 @@ def test_a_warm_process_hands_the_next_run_a_connection_with_ducklake_loaded():
         taken.result().execute("select 1")
 
 
+def test_suites_run_early_and_late_give_the_rows_of_all_run_at_once(sample_run, tmp_path):
+    """The suites of ingest's tables and the embeddings run beside the aggregate stage, the
+    others after it: the same dq_results rows, in suite order, and a suite result for the
+    Data Docs from each suite that ran Great Expectations."""
+    from concurrent.futures import Future
+    from types import SimpleNamespace
+
+    from flows import pipeline
+    from flows.validate import suite_names
+
+    lake = open_lake(sample_run.settings)
+    tables = {name: lake.table(name).pl() for name in suite_names()}
+    parameters = pipeline.check_parameters(
+        sample_run.settings,
+        SimpleNamespace(info=SimpleNamespace(dim=384)),
+        SimpleNamespace(papers=tables["papers"]),
+    )
+    at_once, docs = pipeline.validate_tables.fn(
+        tables, Settings(warehouse=tmp_path / "a"), "run-a", parameters
+    )
+    made = ("sources", "papers", "paper_sources", "rejects", "embeddings")  # before aggregate
+    early = pipeline.suites_of({name: tables[name] for name in made if name in tables})
+    assert early == ["embeddings", "papers", "rejects", "sources"]
+    settings = Settings(warehouse=tmp_path / "b")
+    first = Future()
+    first.set_result(pipeline.validate_tables.fn(tables, settings, "run-b", parameters, early))
+    rows, results = pipeline.checked(early, first, tables, settings, "run-b", parameters)
+    assert rows.drop("run_id").equals(at_once.drop("run_id"))
+    assert rows["suite"].unique(maintain_order=True).to_list() == suite_names()
+    assert rows.height == at_once.height > 11 and set(rows["run_id"]) == {"run-b"}
+    assert sorted(r[0] for r in results) == sorted(r[0] for r in docs) != []
+
+
 def test_warm_up_leaves_a_processs_first_flow_run_nothing_to_import_or_copy(tmp_path):
     """What `paperlake serve` does at its start: beside the model and the suites, what a
     process's first flow run would import (FastAPI, for Prefect's parameter encoding) and
