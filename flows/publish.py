@@ -15,7 +15,6 @@ import logging
 import os
 import signal
 from dataclasses import dataclass, field
-from importlib.metadata import version as package_version
 from pathlib import Path
 
 import duckdb
@@ -34,7 +33,7 @@ from flows.lake import (
     read_sql,
     run_lock,
 )
-from flows.settings import Settings
+from flows.settings import Settings, package_version
 from flows.tables import history_tables, keyed_tables
 
 # Crash drills: PAPERLAKE_FAULT=<point> kills the process with SIGKILL at that point, so
