@@ -432,13 +432,19 @@ def prepare(
         }
         # One script for all tables: each statement's end waits for the GIL, which the
         # suites running beside it in Python hold (pipeline.prompt_gil shortens the wait).
+        # One transaction too (it writes memory only): a statement of its own begins a
+        # transaction of the catalog, which reads the catalog's latest snapshot, each time
+        # (the plan of a +1 run on the sample: median 0.25 s where it was 0.31 s).
         if any(scripts.values()):
-            con.execute(";\n".join(s for s in scripts.values() if s))
+            body = ";\n".join(s for s in scripts.values() if s)
+            con.execute(f"begin transaction;\n{body};\ncommit")
         return {
             name: "same" if name in same else "merge" if scripts[name] else "replace"
             for name in TABLE_KEYS
         }
     except BaseException:
+        with contextlib.suppress(duckdb.Error):  # a script that failed in its transaction
+            con.execute("rollback")
         detach(con)
         raise
 

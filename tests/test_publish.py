@@ -352,3 +352,37 @@ def test_a_compaction_is_due_every_compact_every_versions(tmp_path):
     assert done is not None and done.version == latest and done.files_after == {"neighbors": 1}
     assert done.removed == 0 and on_disk < set(data.rglob("*.parquet"))
     assert compact_when_due(settings, latest + 3) is None  # counted from this compaction
+
+
+def test_a_plan_that_fails_rolls_back_and_leaves_the_catalog_detached(tmp_path, monkeypatch):
+    """The merge scripts run in one transaction: one that fails leaves nothing staged, no
+    transaction open and the catalog detached."""
+    import duckdb
+    import polars as pl
+
+    from flows import publish
+
+    settings = Settings(warehouse=tmp_path / "warehouse")
+    con = connect(extensions=("ducklake",))
+    attach(con, settings, create=True)
+    con.execute(f"create table {LAKE}.main.papers (paper_id varchar, title varchar)")
+    publish.detach(con)
+    monkeypatch.setattr(publish, "TABLE_KEYS", {"papers": ("paper_id",)})
+    monkeypatch.setattr(
+        publish,
+        "merge_script",
+        lambda *args: f"create table {STAGE}.half as select 1; select * from no_such_table",
+    )
+    frames = {"papers": pl.DataFrame({"paper_id": ["a"], "title": ["A title"]})}
+    with pytest.raises(duckdb.CatalogException, match="no_such_table"):
+        publish.prepare(con, settings, frames)
+    databases = {
+        r[0] for r in con.execute("select database_name from duckdb_databases()").fetchall()
+    }
+    assert LAKE not in databases
+    assert con.execute(
+        "select count(*) from duckdb_tables() where table_name = 'half'"
+    ).fetchone() == (0,)
+    con.execute("begin transaction")  # none was left open
+    con.execute("commit")
+    con.close()
