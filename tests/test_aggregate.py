@@ -194,6 +194,50 @@ def test_mention_macros_compile_each_pattern_as_a_constant():
     assert row == ("71.5%", "2.1", abstract, None)
 
 
+def test_mentions_of_a_few_papers_compile_only_the_patterns_they_mention(monkeypatch):
+    """The macros' two forms give the same mentions, numbers and contexts; a per-paper
+    build over at most MACRO_ROWS_MAX papers runs with the form built from each row's
+    pattern, over more with the constant one, which is defined again after either."""
+    con = connect(extensions=())
+    papers = corpus_papers(40).with_columns(
+        abstract=pl.when(pl.col("paper_id") == "p01")
+        .then(pl.lit("An O'Neil-style FID = 3.5 on ImageNet-21k; pass@1 of 40% on HumanEval."))
+        .otherwise(pl.col("abstract"))
+    )
+    con.register("papers_frame", papers)
+    con.execute("create table papers as select * from papers_frame")
+    aggregate.stage_vocabulary(con)
+    constant = con.execute(read_sql("mentions")).fetchall()
+    each_row = con.execute("select getvariable('macros_each_row')").fetchone()[0]
+    assert "case pattern" not in each_row and "' || pattern || '" in each_row
+    con.execute(each_row)
+    assert con.execute(read_sql("mentions")).fetchall() == constant
+    assert ("p01", "metric", "FID", "3.5") in [row[:4] for row in constant]
+    assert len({row[2] for row in constant}) > 5
+
+    def definition() -> str:
+        return con.execute(
+            "select macro_definition from duckdb_functions() where function_name = 'mention_value'"
+        ).fetchone()[0]
+
+    con.execute(con.execute("select getvariable('macros')").fetchone()[0])
+    used = []
+    over_papers = aggregate.over_papers
+
+    def spy(con, frame, sql):
+        used.append((frame.height, "CASE" in definition().upper()))
+        return over_papers(con, frame, sql)
+
+    monkeypatch.setattr(aggregate, "over_papers", spy)
+    rows = aggregate.PaperRows(con, None, "mentions", ("mention_vocabulary",), papers)
+    few = rows.run_over(con, papers["paper_id"].head(aggregate.MACRO_ROWS_MAX))
+    monkeypatch.setattr(aggregate, "MACRO_ROWS_MAX", 10)
+    many = rows.run_over(con, papers["paper_id"])
+    assert used == [(40, False), (40, True)]
+    assert "CASE" in definition().upper()  # the constant form again
+    assert few.sort(few.columns).equals(many.sort(many.columns)) and many.height > 40
+
+
 def test_derived_tables_in_sql():
     abstracts = {
         "a": "Speculative decoding drafts a token; speculative decoding verifies tokens.",
@@ -604,7 +648,9 @@ def test_the_cache_of_per_paper_rows_is_keyed_by_the_macros_defined(tmp_path, mo
     aggregated(papers, tmp_path)
     assert read == [[], []]
     edited = aggregate.mention_macros
-    monkeypatch.setattr(aggregate, "mention_macros", lambda p: edited(p) + "\n-- edited")
+    monkeypatch.setattr(
+        aggregate, "mention_macros", lambda p, **form: edited(p, **form) + "\n-- edited"
+    )
     aggregated(papers, tmp_path)
     assert read[2:] == [papers["paper_id"].sort().to_list()] * 2
 
