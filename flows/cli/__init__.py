@@ -12,7 +12,6 @@ import contextlib
 import logging
 import os
 import sys
-from importlib.metadata import version as package_version
 from typing import Annotated
 
 import typer
@@ -20,7 +19,7 @@ import typer
 from flows.cli import explore, pages, run, versions, web
 from flows.cli.output import out
 from flows.cli.run import print_summary
-from flows.settings import configure_environment
+from flows.settings import configure_environment, package_version
 
 __all__ = ["app", "main", "print_summary"]
 
