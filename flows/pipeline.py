@@ -279,19 +279,33 @@ class Planned:
     plans: dict[str, str]
     hashes: dict[str, pl.DataFrame] | None  # publish.row_hashes of each keyed table, if kept
     digests: dict[str, str] | None = None  # publish.table_digest of each, where compared
+    kept: bool = False  # the connection went to publish.keep_committed
 
     def close(self) -> None:
         """Drop the plans: detach the catalog and close the connection (idempotent)."""
+        if self.kept:
+            return
         with contextlib.suppress(duckdb.Error):  # detached already (by a commit)
             publish.detach(self.con)
         self.con.close()
 
+    def keep(self, settings: Settings) -> None:
+        """After the commit: keep the connection, with the tables it staged, for the next
+        run's plan (publish.keep_committed), where those were compared whole."""
+        if self.hashes is None:
+            self.kept = publish.keep_committed(settings, self.con)
 
-def connect_staging() -> Future:
-    """A connection for `plan_publish`, ducklake loaded, as a future: the spare one made
+
+def connect_staging(settings: Settings) -> Future:
+    """A connection for `plan_publish`, ducklake loaded, as a future: the last run's, which
+    holds the tables of the latest version (publish.take_committed), else the spare one made
     between runs (`keep_spare_connection`) where there is one, else one made now in a
     thread. Not a task: it only loads an extension, and a task costs its flow run about
     three state changes, each an event the Prefect server stores."""
+    if (kept := publish.take_committed(settings)) is not None:
+        ready: Future = Future()
+        ready.set_result(kept)
+        return ready
     if not _SPARE:
         keep_spare_connection()
     return _SPARE.pop()
@@ -567,7 +581,7 @@ def run_pipeline(settings: Settings, force: bool = False) -> record.RunSummary:
 
             # Loading ducklake holds up Python code beside it (0.15 s: its signature is
             # checked), less so the encoder's and DuckDB's native work.
-            staging = connect_staging() if in_process else None
+            staging = connect_staging(settings) if in_process else None
             t = timer()
             embedded = embed_papers(ingested.papers, settings)
             record.embedded(summary, embedded, timer() - t)
@@ -630,6 +644,8 @@ def run_pipeline(settings: Settings, force: bool = False) -> record.RunSummary:
             # The version's page is gathered from the catalog (on the publish's connection)
             # while the Data Docs are written, and written once they are (it links them).
             page = dq_page.build(settings, version, plan.con if plan else None)
+            if plan:
+                plan.keep(settings)
         finally:
             release(planned if planned is not None else staging)
             for future in (agreement, early_results):

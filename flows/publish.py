@@ -123,6 +123,10 @@ class Previous:
 # right after, and the version's state. A process that serves many runs (`paperlake serve`)
 # takes the state from here while the catalog is as its own commit left it.
 _PUBLISHED: dict[Path, tuple[tuple, Previous]] = {}
+# The staging connection of this process's last commit, by catalog file, with the catalog's
+# stamp once it was kept: its memory holds the keyed tables of that version, and the next
+# run's plan compares with them while the catalog is unchanged (`keep_committed`).
+_COMMITTED: dict[Path, tuple[tuple, duckdb.DuckDBPyConnection]] = {}
 
 
 def catalog_stamp(settings: Settings) -> tuple | None:
@@ -163,6 +167,43 @@ def remember_published(
         coordinates=tables["paper_coordinates"].select("paper_id", "x", "y"),
     )
     _PUBLISHED[settings.catalog_path.resolve()] = (stamp, state)
+
+
+def keep_committed(settings: Settings, con: duckdb.DuckDBPyConnection) -> bool:
+    """Keep `con`, a run's staging connection after its commit (no catalog attached), for
+    the next run's plan (`take_committed`): each keyed table staged in its memory becomes
+    <name>__published, the rest is dropped. Whether it was kept: not for a PostgreSQL
+    catalog, which other machines commit to."""
+    stamp = catalog_stamp(settings)
+    if stamp is None:
+        return False
+    staged = con.execute("select table_name from duckdb_tables() where database_name = 'memory'")
+    names = [name for (name,) in staged.fetchall()]
+    drops = [f"drop table {STAGE}.{name}" for name in names if name not in TABLE_KEYS]
+    renames = [
+        f"alter table {STAGE}.{name} rename to {name}__published"
+        for name in names
+        if name in TABLE_KEYS
+    ]
+    if drops or renames:  # drops first: the last run's __published too
+        con.execute(";\n".join(drops + renames))
+    key = settings.catalog_path.resolve()
+    if key in _COMMITTED:
+        _COMMITTED.pop(key)[1].close()
+    _COMMITTED[key] = (stamp, con)
+    return True
+
+
+def take_committed(settings: Settings) -> duckdb.DuckDBPyConnection | None:
+    """The connection `keep_committed` kept for this catalog, while the catalog is as it
+    was then; else None (a stale one is closed)."""
+    kept = _COMMITTED.pop(settings.catalog_path.resolve(), None)
+    if kept is None:
+        return None
+    if kept[0] == catalog_stamp(settings):
+        return kept[1]
+    kept[1].close()
+    return None
 
 
 def previous_version(settings: Settings) -> Previous:
@@ -290,12 +331,19 @@ def plan_changes(
     return "merge"
 
 
-def merge_script(name: str, keys: tuple[str, ...], lake: Columns, stage: Columns) -> str | None:
+def merge_script(
+    name: str, keys: tuple[str, ...], lake: Columns, stage: Columns, published: str | None = None
+) -> str | None:
     """The statements that stage <name>__removed and <name>__added (`plan_changes`), as one
-    script; None where the table is new or its columns changed: it is replaced whole."""
+    script; None where the table is new or its columns changed: it is replaced whole.
+
+    Args:
+        published: a table that holds the rows of lake.<name> (`keep_committed`'s), read
+            in its place.
+    """
     if name not in lake or lake[name] != stage[name]:
         return None
-    target, staged = f"{LAKE}.main.{name}", f"{STAGE}.{name}"
+    target, staged = published or f"{LAKE}.main.{name}", f"{STAGE}.{name}"
     key_list = ", ".join(keys)
     sql = (
         read_sql("catalog/row_changes")
@@ -409,6 +457,10 @@ def prepare(
     `digests`: each table's `table_digest`. A table whose digest is the one the latest
     version's commit kept (`PublishedDigests`) is planned `same` without reading the
     catalog: on a +1 run, the tables that did not change (as rejects and duplicates).
+    The others are compared with <name>__published where `con` holds it (the tables of the
+    latest version, `keep_committed`), else with the catalog's table: reading a table of a
+    DuckLake catalog costs milliseconds of its metadata, more than comparing a small one.
+    The 16 comparisons of a +1 run on the sample, in turns: 0.079 s against 0.176 s.
     """
     attach(con, settings, create=True)
     try:
@@ -426,7 +478,7 @@ def prepare(
             stage_frames(con, {name: f for name, f in frames.items() if name not in same})
         lake, stage = table_columns(con, LAKE), table_columns(con, "memory")
         scripts = {
-            name: merge_script(name, keys, lake, stage)
+            name: merge_script(name, keys, lake, stage, published_copy(name, stage))
             for name, keys in TABLE_KEYS.items()
             if name not in same
         }
@@ -446,6 +498,12 @@ def prepare(
             con.execute("rollback")
         detach(con)
         raise
+
+
+def published_copy(name: str, stage: Columns) -> str | None:
+    """memory's <name>__published (`keep_committed`) where it has the staged table's columns."""
+    kept = f"{name}__published"
+    return f"{STAGE}.{kept}" if kept in stage and stage[kept] == stage.get(name) else None
 
 
 def stage_frames(con: duckdb.DuckDBPyConnection, frames: dict[str, pl.DataFrame]) -> None:

@@ -394,8 +394,8 @@ def test_a_run_hands_the_gil_over_within_half_a_millisecond_and_restores_the_int
     assert sys.getswitchinterval() == before
 
 
-def test_a_warm_process_hands_the_next_run_a_connection_with_ducklake_loaded():
-    from flows import pipeline
+def test_a_warm_process_hands_the_next_run_a_connection_with_ducklake_loaded(tmp_path):
+    from flows import pipeline, publish
 
     def loaded(con) -> bool:
         return con.execute(
@@ -406,15 +406,28 @@ def test_a_warm_process_hands_the_next_run_a_connection_with_ducklake_loaded():
     spare = pipeline._SPARE[0]
     pipeline.keep_spare_connection()  # one is being made: no second
     assert len(pipeline._SPARE) == 1 and pipeline._SPARE[0] is spare
-    taken = pipeline.connect_staging()
+    settings = Settings(warehouse=tmp_path / "warehouse")
+    taken = pipeline.connect_staging(settings)
     assert taken is spare and loaded(taken.result()) and pipeline._SPARE == []
-    fresh = pipeline.connect_staging()  # none spare: one made now, none left over
+    fresh = pipeline.connect_staging(settings)  # none spare: one made now, none left over
     assert fresh.result() is not taken.result() and loaded(fresh.result())
     assert pipeline._SPARE == []
     pipeline.release(taken)
-    pipeline.release(fresh)
     with pytest.raises(duckdb.ConnectionException):
         taken.result().execute("select 1")
+
+    # The connection of the last commit, kept with the tables it published, comes first.
+    settings.warehouse.mkdir()
+    settings.catalog_path.touch()
+    assert publish.keep_committed(settings, fresh.result())
+    pipeline.keep_spare_connection()
+    spare = pipeline._SPARE[0]
+    again = pipeline.connect_staging(settings)
+    assert again.result() is fresh.result()
+    assert pipeline._SPARE[0] is spare and len(pipeline._SPARE) == 1
+    pipeline.release(again)
+    assert pipeline.connect_staging(settings) is spare
+    pipeline.release(spare)
 
 
 def test_suites_run_early_and_late_give_the_rows_of_all_run_at_once(sample_run, tmp_path):

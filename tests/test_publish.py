@@ -386,3 +386,67 @@ def test_a_plan_that_fails_rolls_back_and_leaves_the_catalog_detached(tmp_path, 
     con.execute("begin transaction")  # none was left open
     con.execute("commit")
     con.close()
+
+
+def test_a_plan_compares_with_the_tables_the_last_commit_kept_while_the_catalog_is_unchanged(
+    tmp_path,
+):
+    """`keep_committed` keeps a run's staging connection after its commit: its keyed tables
+    become <name>__published and the rest is dropped. `take_committed` gives it back while
+    the catalog is unchanged, and `prepare` then compares with those tables, not the
+    catalog's (here a kept copy that lacks a row the catalog has shows which was read)."""
+    import os
+
+    import duckdb
+
+    from flows.publish import detach, keep_committed, prepare, take_committed
+
+    settings = Settings(warehouse=tmp_path / "warehouse")
+    topics = "topic_id integer, label varchar"
+
+    def staging(rows: str) -> duckdb.DuckDBPyConnection:
+        con = connect(extensions=("ducklake",))
+        con.execute(f"create table {STAGE}.topics ({topics})")
+        con.execute(f"insert into {STAGE}.topics values {rows}")
+        return con
+
+    def tables(con) -> list[str]:
+        return [r[0] for r in con.execute(
+            "select table_name from duckdb_tables() where database_name = 'memory' order by 1"
+        ).fetchall()]  # fmt: skip
+
+    def added(con) -> list[tuple]:
+        plans = prepare(con, settings)
+        rows = con.execute(f"select * from {STAGE}.topics__added order by all").fetchall()
+        detach(con)
+        return plans["topics"], rows
+
+    con = connect(extensions=("ducklake",))
+    attach(con, settings, create=True)
+    con.execute(f"create table {LAKE}.main.topics ({topics})")
+    con.execute(f"insert into {LAKE}.main.topics values (1, 'a'), (2, 'b')")
+    detach(con)
+    con.close()
+
+    first = staging("(1, 'a'), (2, 'b')")
+    first.execute(f"create table {STAGE}.runs (run_id varchar)")  # a history table: dropped
+    assert keep_committed(settings, first)
+    assert tables(first) == ["topics__published"]
+    stat = settings.catalog_path.stat()  # another process's commit changes the catalog
+    os.utime(settings.catalog_path, ns=(stat.st_atime_ns, stat.st_mtime_ns + 1_000))
+    assert take_committed(settings) is None
+    with pytest.raises(duckdb.ConnectionException):  # the stale one was closed
+        first.execute("select 1")
+
+    second = staging("(1, 'a'), (2, 'b')")
+    assert keep_committed(settings, second)
+    second.execute(f"delete from {STAGE}.topics__published where topic_id = 2")
+    assert take_committed(settings) is second
+    assert take_committed(settings) is None  # taken: one run plans with it
+    second.execute(f"create table {STAGE}.topics as select * from (values (1, 'a'), (2, 'b'), "
+                   "(3, 'c')) t(topic_id, label)")  # fmt: skip
+    assert added(second) == ("merge", [(2, "b"), (3, "c")])  # from the kept copy
+    fresh = staging("(1, 'a'), (2, 'b'), (3, 'c')")
+    assert added(fresh) == ("merge", [(3, "c")])  # from the catalog
+    for con in (second, fresh):
+        con.close()
