@@ -279,6 +279,8 @@ class Planned:
     plans: dict[str, str]
     hashes: dict[str, pl.DataFrame] | None  # publish.row_hashes of each keyed table, if kept
     digests: dict[str, str] | None = None  # publish.table_digest of each, where compared
+    version: int | None = None  # the version the commit will make
+    trend: pl.DataFrame | None = None  # the page's trend up to the latest version
     kept: bool = False  # the connection went to publish.keep_committed
 
     def close(self) -> None:
@@ -320,9 +322,15 @@ def keep_spare_connection() -> None:
     loading ducklake takes 0.19 s, most of it holding the GIL (the extension's signature
     is checked on every load), which a run's stages beside it waited for."""
     if not _SPARE:
-        worker = ThreadPoolExecutor(1, thread_name_prefix="paperlake-spare")
-        _SPARE.append(worker.submit(connect, extensions=("ducklake",)))
-        worker.shutdown(wait=False)
+        _SPARE.append(in_thread("spare", connect, extensions=("ducklake",)))
+
+
+def in_thread(name: str, fn: Any, *args: Any, **kwargs: Any) -> Future:
+    """Call `fn` in a new thread (paperlake-<name>): its future."""
+    worker = ThreadPoolExecutor(1, thread_name_prefix=f"paperlake-{name}")
+    future = worker.submit(fn, *args, **kwargs)
+    worker.shutdown(wait=False)
+    return future
 
 
 def keyed_frames(tables: dict[str, pl.DataFrame]) -> tuple[dict[str, pl.DataFrame], bool]:
@@ -363,7 +371,11 @@ def plan_publish(
     con = con or connect(extensions=())
     try:
         plans = publish.prepare(con, settings, None if staged else frames, hashes, digests)
-        return Planned(con, plans, hashes, digests)
+        # What the version's page needs of the catalog, read now: the page is gathered
+        # beside the commit, which holds the catalog then.
+        return Planned(
+            con, plans, hashes, digests, publish.next_version(con), dq_page.latest_trend(con)
+        )
     except BaseException:
         con.close()
         raise
@@ -571,7 +583,7 @@ def run_pipeline(settings: Settings, force: bool = False) -> record.RunSummary:
         # runner the suites run after the aggregate stage, the publish task stages and
         # plans after the gate, and the Data Docs are written after it, here where the
         # warehouse is.
-        planned = docs = suite_results = agreement = staging = early_results = None
+        planned = docs = suite_results = agreement = staging = early_results = gathering = None
         in_process = not cluster_workers()  # no Dask task runner
         try:
             t = timer()
@@ -636,14 +648,23 @@ def run_pipeline(settings: Settings, force: bool = False) -> record.RunSummary:
             tables["runs"] = record.runs_row(summary, manifest)
             message = record.commit_message(summary)
             plan = planned.result() if planned else None
+            # The version's page is gathered from the run's tables beside the commit; on a
+            # cluster, from the catalog after it. It is written once the Data Docs are (it
+            # links them).
+            if plan:
+                gathering = in_thread(
+                    "page", dq_page.build_while_publishing, dict(tables), results, plan.trend,
+                    plan.version,
+                )  # fmt: skip
             version, changes = publish_snapshot(
                 tables, settings, message, manifest, embedded.info.dim, plan
             )
             record.published(summary, version, changes, timer() - t)
             publish.remember_published(settings, tables, version, fingerprint)
-            # The version's page is gathered from the catalog (on the publish's connection)
-            # while the Data Docs are written, and written once they are (it links them).
-            page = dq_page.build(settings, version, plan.con if plan else None)
+            if gathering and plan.version == version:
+                page = gathering.result()
+            else:
+                page = dq_page.build(settings, version, plan.con if plan else None)
             if plan:
                 plan.keep(settings)
         finally:
@@ -651,6 +672,8 @@ def run_pipeline(settings: Settings, force: bool = False) -> record.RunSummary:
             for future in (agreement, early_results):
                 if future:
                     future.wait()  # a stopped run leaves no thread behind
+            if gathering:
+                gathering.exception()
             if suite_results is not None:
                 summary.data_docs = (
                     docs.result()

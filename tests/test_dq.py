@@ -259,3 +259,23 @@ def test_dq_page_of_a_run_with_warnings_in_chromium(chromium, warned_run, capsys
     assert errors == []
     assert requests == []
     page.close()
+
+
+def test_the_page_gathered_while_a_version_is_committed_is_the_page_of_that_version(warned_run):
+    """A run gathers its version's page from its own tables beside the commit: the same
+    page as one gathered from the catalog once the version is published, failing rows
+    and the trend over both versions included."""
+    from flows.dq.gather import history_rows, tables_read
+
+    settings = warned_run.settings
+    with open_lake(settings, extensions=()) as lake:
+        earlier = history_rows(lake, 1)
+        tables = {name: lake.table(name).pl() for name in ("sources", "papers", "rejects")}
+        tables["runs"] = lake.execute("select * from runs where snapshot_id = 2").pl()
+        results = lake.execute(
+            "select * from dq_results where run_id = ?", [warned_run.summary.run_id]
+        ).pl()
+    assert tables_read(results) == {"sources", "papers"}  # a warning's rows
+    page = dq.build_while_publishing(tables, results, earlier, 2)
+    assert dq.as_json(page) == dq.as_json(dq.build(settings, 2))
+    assert [p.version for p in page.trend[0].points] == [1, 2]

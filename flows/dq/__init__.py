@@ -10,7 +10,15 @@ flows/templates/dq.html.j2 (render.py); CSS, SVG and JS are inline, so it opens 
 its wording of checks and values.
 """
 
-from flows.dq.gather import TREND_VERSIONS, build, build_for_run, gather, trend_of
+from flows.dq.gather import (
+    TREND_VERSIONS,
+    build,
+    build_for_run,
+    build_while_publishing,
+    gather,
+    latest_trend,
+    trend_of,
+)
 from flows.dq.page import (
     Check,
     FailingRow,
@@ -48,9 +56,11 @@ __all__ = [
     "as_json",
     "build",
     "build_for_run",
+    "build_while_publishing",
     "default_output",
     "expectation_key",
     "gather",
+    "latest_trend",
     "link_data_docs",
     "number",
     "observed",

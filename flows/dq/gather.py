@@ -31,6 +31,7 @@ from flows.lake import (
     WarehouseError,
     attach,
     catalog_exists,
+    connect,
     open_lake,
     published_versions,
     read_sql,
@@ -415,18 +416,62 @@ def build_for_run(
 ) -> Page:
     """The page of a run that did not publish, from its staged tables and results; its
     trend is the latest published versions and this run."""
-    current = results.select(pl.lit(None, dtype=pl.Int64).alias("version"), pl.all())
     history = pl.DataFrame()
     try:
         if catalog_exists(settings):
             with open_lake(settings, extensions=()) as lake:
-                history = history_rows(lake, published_versions(lake)[-1])
+                history = latest_trend(lake)
     except WarehouseError:
         pass  # nothing published yet (or no catalog to reach): the trend is this run alone
-    if history.height:
-        kept = sorted(set(history["version"].to_list()))[-(TREND_VERSIONS - 1) :]
-        earlier = history.filter(pl.col("version").is_in(kept))
-        history = pl.concat([earlier, current.select(history.columns)], how="vertical_relaxed")
-    else:
-        history = current
-    return gather(con, results, history, run_id, None)
+    return gather(con, results, with_run(history, results, None), run_id, None)
+
+
+def latest_trend(con: duckdb.DuckDBPyConnection) -> pl.DataFrame:
+    """The trend's rows (`history_rows`) up to the latest version of the catalog attached on
+    `con`; none where nothing is published."""
+    versions = published_versions(con)
+    if not versions:
+        return pl.DataFrame()
+    try:
+        return history_rows(con, versions[-1])
+    except duckdb.CatalogException:  # no runs or dq_results table
+        return pl.DataFrame()
+
+
+def with_run(history: pl.DataFrame, results: pl.DataFrame, version: int | None) -> pl.DataFrame:
+    """The trend's rows of the versions before a run (`latest_trend`), the oldest dropped to
+    make room, then the run's `results` as version `version` (None: not published)."""
+    current = results.select(pl.lit(version, dtype=pl.Int64).alias("version"), pl.all())
+    if not history.height:
+        return current
+    kept = sorted(set(history["version"].to_list()))[-(TREND_VERSIONS - 1) :]
+    earlier = history.filter(pl.col("version").is_in(kept))
+    return pl.concat([earlier, current.select(history.columns)], how="vertical_relaxed")
+
+
+def tables_read(results: pl.DataFrame) -> set[str]:
+    """The tables `gather` reads for the page of `results`: the files, and the tables of
+    failing rows with the papers that name them."""
+    failing = results.filter(~pl.col("success") & pl.col("unexpected_ids").list.len().gt(0))
+    suites = set(failing["suite"].to_list())
+    return {"sources"} | suites | ({"papers"} if suites else set())
+
+
+def build_while_publishing(
+    tables: dict[str, pl.DataFrame], results: pl.DataFrame, earlier: pl.DataFrame, version: int
+) -> Page:
+    """The page of version `version`, gathered from the run that is committing it, as
+    `build` gives it once the version is published: from the run's `tables` (its runs row
+    among them), its dq_results rows and `earlier`, the trend's rows of the versions before
+    (`latest_trend`). A run gathers it beside its commit, not after."""
+    con = connect(extensions=())
+    try:
+        for name in tables_read(results) & set(tables):
+            con.register(name, tables[name])
+        con.register("runs", tables["runs"].with_columns(snapshot_id=pl.lit(version)))
+        con.execute(f"set variable version = {int(version)}")
+        run = con.execute(read_sql("report/run_summary")).pl().row(0, named=True)
+        history = with_run(earlier, results, version)
+        return gather(con, results, history, run["run_id"], version, str(run["started_at"] or ""))
+    finally:
+        con.close()
