@@ -330,3 +330,33 @@ def test_a_new_warehouse_starts_from_a_migrated_prefect_database(tmp_path, monke
     database_url(Settings(warehouse=tmp_path / "one"))
     with sqlite3.connect(copy) as db:
         assert db.execute("select count(*) from mine").fetchone() == (0,)
+
+
+def test_the_warm_runner_sends_each_message_at_once():
+    """Both ends of a hand-over turn off Nagle's algorithm after the key's handshake, whose
+    last message is the client's: the request after it would wait for a delayed ACK."""
+    import socket
+    import threading
+    from multiprocessing.connection import Client, Listener
+
+    from flows.warm_runner import send_at_once
+
+    def nodelay(conn) -> int:
+        with socket.socket(fileno=os.dup(conn.fileno())) as sock:
+            return sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY)
+
+    with Listener(("127.0.0.1", 0), authkey=b"key") as listener:
+        accepted = []
+        thread = threading.Thread(target=lambda: accepted.append(listener.accept()))
+        thread.start()
+        client = Client(listener.address, authkey=b"key")
+        thread.join(timeout=30)
+        server = accepted[0]
+        assert (nodelay(client), nodelay(server)) == (0, 0)
+        for conn in (client, server):
+            send_at_once(conn)
+        assert nodelay(client) and nodelay(server)
+        client.send({"parameters": {}})
+        assert server.recv() == {"parameters": {}}  # the connection still works
+        client.close()
+        server.close()
