@@ -23,7 +23,7 @@ from prefect import flow, task
 from prefect.cache_policies import NO_CACHE
 from prefect.states import Failed, State
 
-from flows import aggregate, embed, ingest, publish, validate
+from flows import aggregate, embed, ingest, publish, validate, warm_runner
 from flows import dq as dq_page
 from flows import run_record as record
 from flows.cluster import cluster_workers, fan_out, on_workers
@@ -568,6 +568,7 @@ def run_pipeline(settings: Settings, force: bool = False) -> record.RunSummary:
         previous = publish.previous_version(settings)
         if previous.fingerprint == fingerprint and not (force or settings.refit_topics):
             summary.version, summary.status = previous.version, "up to date"
+            warm_runner.outcome_ready(summary)
             record.report_artifacts(summary, None)
             return summary
         record.run_logger().info(
@@ -683,6 +684,7 @@ def run_pipeline(settings: Settings, force: bool = False) -> record.RunSummary:
         compact_catalog_when_due(settings, version)
     # The version's page, as `paperlake dq --version N` writes it: warehouse/dq-v<N>.html.
     summary.dq_page = str(dq_page.write(page, settings, dq_page.default_output(settings, version)))
+    warm_runner.outcome_ready(summary)
     record.report_artifacts(summary, results)
     return summary
 
