@@ -10,7 +10,7 @@ import contextlib
 import inspect
 import sys
 import time
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import BrokenExecutor, Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from types import UnionType
@@ -263,7 +263,12 @@ def suites_of(tables: dict[str, pl.DataFrame]) -> list[str]:
 @task(name="write_data_docs", cache_policy=NO_CACHE)
 def write_data_docs(settings: Settings, run_id: str, suite_results: list) -> str | None:
     """Store `suite_results` (from `validate_tables`) and build their Data Docs pages;
-    returns the index page."""
+    returns the index page. In the project's `validate.DocsWorker` where one serves it."""
+    if worker := validate.DocsWorker.of(settings.warehouse / "gx"):
+        try:
+            return worker.build(run_id, suite_results)
+        except BrokenExecutor as exc:  # the worker died: built here, as without one
+            record.run_logger().warning("the Data Docs worker stopped (%s): built here", exc)
     validator = validate.Validator(settings.warehouse / "gx", run_id)
     validator.unstored = list(suite_results)
     index = validator.build_docs()

@@ -336,7 +336,11 @@ class GxProject:
 
     open: dict[Path, GxProject] = {}
 
-    def __init__(self, root: Path):
+    def __init__(self, root: Path, define: bool = True):
+        """Args:
+        define: set the project up to define suites in (its datasource, no progress
+            bars), which writes its configuration; False opens it as it is, to store
+            results and build Data Docs only (a `DocsWorker`)."""
         _quiet_gx()
         import great_expectations as gx
 
@@ -345,8 +349,10 @@ class GxProject:
         self.root = root
         root.mkdir(parents=True, exist_ok=True)
         self.context = gx.get_context(mode="file", project_root_dir=str(root))
-        self.context.variables.progress_bars = {"globally": False}
-        self.source = self.context.data_sources.add_or_update_pandas("paperlake")
+        self.source = None
+        if define:
+            self.context.variables.progress_bars = {"globally": False}
+            self.source = self.context.data_sources.add_or_update_pandas("paperlake")
         self.definitions: dict[str, tuple] = {}
         self.unpaged: set[str] = set()  # suites defined here whose Data Docs page is older
 
@@ -706,6 +712,80 @@ class Validator:
                         folder.parent.rmdir()
                 removed += 1
         return removed
+
+
+class DocsWorker:
+    """A process that stores suite results and builds the Data Docs of one project
+    (`Validator.build_docs`), for a process that runs flow after flow (`paperlake serve`,
+    `serving`). The Data Docs are about 0.2 s of Python a +1 run on the sample, which held
+    the serving process's interpreter while the version was planned and committed beside
+    them; handed +1 runs, paired with and without the worker, 10 rounds each: median
+    0.06 s (mean 0.10 s) shorter.
+
+    It starts with `spawn`: a fork of a process running DuckDB's, OpenVINO's and Prefect's
+    threads could inherit a lock one of them held. It opens the project without writing
+    its configuration (`GxProject(define=False)`), so it never races the serving process,
+    which defines the suites; a build runs only once the run's suites are done.
+    """
+
+    running: dict[Path, DocsWorker] = {}
+
+    def __init__(self, root: Path):
+        import multiprocessing
+        from concurrent.futures import ProcessPoolExecutor
+
+        self.root = root
+        self.pool = ProcessPoolExecutor(
+            1,
+            mp_context=multiprocessing.get_context("spawn"),
+            initializer=_open_for_docs,
+            initargs=(root,),
+        )
+        self.pool.submit(int)  # start it now: Great Expectations imports in about 2 s
+
+    @classmethod
+    @contextlib.contextmanager
+    def serving(cls, root: Path):
+        """Within it, `write_data_docs` of the project under `root` goes to a worker."""
+        key = root.resolve()
+        cls.running[key] = worker = cls(root)
+        try:
+            yield worker
+        finally:
+            cls.running.pop(key, None)
+            worker.pool.shutdown(wait=True, cancel_futures=True)
+
+    @classmethod
+    def of(cls, root: Path) -> DocsWorker | None:
+        return cls.running.get(root.resolve())
+
+    def build(self, run_id: str, suite_results: list) -> str | None:
+        """Store `suite_results` and build their pages and the index; the index page."""
+        project = GxProject.open.get(self.root.resolve())
+        unpaged = set(project.unpaged) if project else set()  # suites defined anew here
+        index = self.pool.submit(_build_docs, self.root, run_id, suite_results, unpaged)
+        done = index.result()
+        if project:
+            project.unpaged -= unpaged
+        return done
+
+
+def _open_for_docs(root: Path) -> None:
+    """A `DocsWorker`'s start: the project opened once, for every build. Ctrl-C reaches the
+    serving process, which stops the worker after its build."""
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    GxProject.open[root.resolve()] = GxProject(root, define=False)
+
+
+def _build_docs(root: Path, run_id: str, suite_results: list, unpaged: set[str]) -> str | None:
+    """A `DocsWorker`'s build, in its process."""
+    validator = Validator(root, run_id)
+    validator.unstored = list(suite_results)
+    GxProject.at(root).unpaged |= unpaged
+    index = validator.build_docs()
+    return str(index) if index else None
 
 
 def warm_up(root: Path | None = None) -> None:

@@ -493,3 +493,42 @@ def test_expectations_build_their_configuration_once_in_a_validation_and_results
     assert [(r["type"], r["result"]["unexpected_count"]) for r in failed] == [
         ("expect_column_values_to_be_between", 15)
     ]
+
+
+def test_a_docs_worker_builds_the_data_docs_in_its_own_process(tmp_path, monkeypatch):
+    """Within `DocsWorker.serving(root)` (as `paperlake serve` runs), `write_data_docs` has
+    a spawned process store the run's results and build their pages and the index; it
+    leaves the project's configuration as it was and ends with the block. A worker that
+    died leaves the build to the run's own process."""
+    import multiprocessing
+
+    from flows.pipeline import write_data_docs
+    from flows.settings import Settings
+
+    root = tmp_path / "gx"
+    warehouse = Settings(warehouse=tmp_path)
+    first = validate.Validator(root, "run-1")
+    first.validate("papers", papers(), PARAMS)
+    assert first.build_docs() is not None  # the site exists, built here
+    config = (root / "gx" / "great_expectations.yml").read_text()
+    runs = {}
+    for name in ("run-2", "run-3"):
+        runs[name] = validate.Validator(root, name)
+        runs[name].validate("papers", papers(venue=["ICLR", None]), PARAMS)
+    with validate.DocsWorker.serving(root):
+        workers = multiprocessing.active_children()
+        assert len(workers) == 1
+        with monkeypatch.context() as here:  # not built in this process
+            here.setattr(validate.Validator, "build_docs", lambda self: pytest.fail("here"))
+            index = write_data_docs.fn(warehouse, "run-2", runs["run-2"].unstored)
+        workers[0].kill()
+        workers[0].join()
+        assert write_data_docs.fn(warehouse, "run-3", runs["run-3"].unstored) == index
+    assert multiprocessing.active_children() == []
+    site = root / "gx" / "uncommitted" / "data_docs" / "local_site"
+    assert index == str(site / "index.html")
+    linked = set(re.findall(r"'_table_row_link_path': 'validations/papers/([^/']+)/", Path(
+        index).read_text()))  # fmt: skip
+    assert linked == {"run-1", "run-2", "run-3"}
+    assert len(list((site / "validations" / "papers" / "run-2").rglob("*.html"))) == 1
+    assert (root / "gx" / "great_expectations.yml").read_text() == config

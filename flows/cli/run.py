@@ -291,6 +291,7 @@ def serve(
     from flows.pipeline import flow_for, run_handed_over, warm_up
     from flows.prefect_server import ServerError, next_run_times, persistent_api, port_in_use
     from flows.settings import collector_paused
+    from flows.validate import DocsWorker
     from flows.warm_runner import WarmRunner
 
     if not PREFECT_API_URL.value() and port_in_use(port):
@@ -319,7 +320,9 @@ def serve(
             # Handed-over runs share one Prefect client of the serve's API, made here: a
             # client made per run builds an SSL context (certifi's certificates loaded,
             # 0.14 s of a +1 run) though the API is on loopback.
-            with SyncClientContext(), WarmRunner(settings.warehouse, run_handed_over):
+            # The Data Docs of handed-over runs are built in a worker process.
+            docs = DocsWorker.serving(settings.warehouse / "gx")
+            with SyncClientContext(), docs, WarmRunner(settings.warehouse, run_handed_over):
                 out.print(
                     f"serving paperlake/{name} ({schedule}); paperlake run on "
                     f"{settings.warehouse} runs here; Ctrl-C or SIGTERM stops it",
