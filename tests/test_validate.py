@@ -520,10 +520,10 @@ def test_a_docs_worker_builds_the_data_docs_in_its_own_process(tmp_path, monkeyp
         assert len(workers) == 1
         with monkeypatch.context() as here:  # not built in this process
             here.setattr(validate.Validator, "build_docs", lambda self: pytest.fail("here"))
-            index = write_data_docs.fn(warehouse, "run-2", runs["run-2"].unstored)
+            index = write_data_docs(warehouse, "run-2", runs["run-2"].unstored)
         workers[0].kill()
         workers[0].join()
-        assert write_data_docs.fn(warehouse, "run-3", runs["run-3"].unstored) == index
+        assert write_data_docs(warehouse, "run-3", runs["run-3"].unstored) == index
     assert multiprocessing.active_children() == []
     site = root / "gx" / "uncommitted" / "data_docs" / "local_site"
     assert index == str(site / "index.html")
