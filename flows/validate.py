@@ -723,9 +723,11 @@ class DocsWorker:
     0.06 s (mean 0.10 s) shorter.
 
     It starts with `spawn`: a fork of a process running DuckDB's, OpenVINO's and Prefect's
-    threads could inherit a lock one of them held. It opens the project without writing
-    its configuration (`GxProject(define=False)`), so it never races the serving process,
-    which defines the suites; a build runs only once the run's suites are done.
+    threads could inherit a lock one of them held. It imports Great Expectations at once
+    (about 2 s, while the serving process warms up), and opens the project without writing
+    its configuration (`GxProject(define=False)`) when told to (`open_project`) or at its
+    first build: it never races the serving process, which makes the project and defines
+    the suites; a build runs only once the run's suites are done.
     """
 
     running: dict[Path, DocsWorker] = {}
@@ -736,12 +738,16 @@ class DocsWorker:
 
         self.root = root
         self.pool = ProcessPoolExecutor(
-            1,
-            mp_context=multiprocessing.get_context("spawn"),
-            initializer=_open_for_docs,
-            initargs=(root,),
+            1, mp_context=multiprocessing.get_context("spawn"), initializer=_start_docs_worker
         )
-        self.pool.submit(int)  # start it now: Great Expectations imports in about 2 s
+        self.pool.submit(int)  # start it now
+
+    def open_project(self) -> None:
+        """Have the worker open the project now (once the serving process set it up)."""
+        from concurrent.futures import BrokenExecutor
+
+        with contextlib.suppress(BrokenExecutor):  # a worker that died: runs build their own
+            self.pool.submit(_open_for_docs, self.root)
 
     @classmethod
     @contextlib.contextmanager
@@ -770,17 +776,27 @@ class DocsWorker:
         return done
 
 
-def _open_for_docs(root: Path) -> None:
-    """A `DocsWorker`'s start: the project opened once, for every build. Ctrl-C reaches the
-    serving process, which stops the worker after its build."""
+def _start_docs_worker() -> None:
+    """A `DocsWorker`'s start: Great Expectations imported. Ctrl-C reaches the serving
+    process, which stops the worker after its build."""
     import signal
 
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    GxProject.open[root.resolve()] = GxProject(root, define=False)
+    _quiet_gx()
+    import great_expectations  # noqa: F401
+
+    share_compiled_templates()
+
+
+def _open_for_docs(root: Path) -> None:
+    """In a `DocsWorker`: the project opened once, for every build."""
+    if root.resolve() not in GxProject.open:
+        GxProject.open[root.resolve()] = GxProject(root, define=False)
 
 
 def _build_docs(root: Path, run_id: str, suite_results: list, unpaged: set[str]) -> str | None:
     """A `DocsWorker`'s build, in its process."""
+    _open_for_docs(root)
     validator = Validator(root, run_id)
     validator.unstored = list(suite_results)
     GxProject.at(root).unpaged |= unpaged

@@ -515,7 +515,8 @@ def test_a_docs_worker_builds_the_data_docs_in_its_own_process(tmp_path, monkeyp
     for name in ("run-2", "run-3"):
         runs[name] = validate.Validator(root, name)
         runs[name].validate("papers", papers(venue=["ICLR", None]), PARAMS)
-    with validate.DocsWorker.serving(root):
+    with validate.DocsWorker.serving(root) as worker:
+        worker.open_project()
         workers = multiprocessing.active_children()
         assert len(workers) == 1
         with monkeypatch.context() as here:  # not built in this process

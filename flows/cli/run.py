@@ -314,23 +314,25 @@ def serve(
                 schedule = f"{every}; next runs at about {when} UTC"
             else:
                 schedule = "no schedule: runs from the UI and from paperlake run"
-            # What a handed-over run would otherwise import and load, done once.
-            with collector_paused():
-                warm_up(settings)
-            # Handed-over runs share one Prefect client of the serve's API, made here: a
-            # client made per run builds an SSL context (certifi's certificates loaded,
-            # 0.14 s of a +1 run) though the API is on loopback.
-            # The Data Docs of handed-over runs are built in a worker process.
-            docs = DocsWorker.serving(settings.warehouse / "gx")
-            with SyncClientContext(), docs, WarmRunner(settings.warehouse, run_handed_over):
-                out.print(
-                    f"serving paperlake/{name} ({schedule}); paperlake run on "
-                    f"{settings.warehouse} runs here; Ctrl-C or SIGTERM stops it",
-                    highlight=False,
-                )
-                # One run at a time: a run that would start while another holds the
-                # warehouse waits for it instead.
-                serve_deployments(deployment, print_starting_message=False, limit=1)
+            # The Data Docs of handed-over runs are built in a worker process, which
+            # imports Great Expectations while this one warms up.
+            with DocsWorker.serving(settings.warehouse / "gx") as docs:
+                # What a handed-over run would otherwise import and load, done once.
+                with collector_paused():
+                    warm_up(settings)
+                docs.open_project()  # set up (or made) by the warm-up
+                # Handed-over runs share one Prefect client of the serve's API, made here:
+                # a client made per run builds an SSL context (certifi's certificates
+                # loaded, 0.14 s of a +1 run) though the API is on loopback.
+                with SyncClientContext(), WarmRunner(settings.warehouse, run_handed_over):
+                    out.print(
+                        f"serving paperlake/{name} ({schedule}); paperlake run on "
+                        f"{settings.warehouse} runs here; Ctrl-C or SIGTERM stops it",
+                        highlight=False,
+                    )
+                    # One run at a time: a run that would start while another holds the
+                    # warehouse waits for it instead.
+                    serve_deployments(deployment, print_starting_message=False, limit=1)
     except ServerError as exc:
         fail(str(exc))
     except KeyboardInterrupt:  # Ctrl-C or SIGTERM before Prefect's runner took over
