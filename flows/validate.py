@@ -769,11 +769,10 @@ class DocsWorker:
         """Store `suite_results` and build their pages and the index; the index page."""
         project = GxProject.open.get(self.root.resolve())
         unpaged = set(project.unpaged) if project else set()  # suites defined anew here
-        index = self.pool.submit(_build_docs, self.root, run_id, suite_results, unpaged)
-        done = index.result()
+        index = self.pool.submit(_build_docs, self.root, run_id, suite_results, unpaged).result()
         if project:
             project.unpaged -= unpaged
-        return done
+        return index
 
 
 def _start_docs_worker() -> None:
