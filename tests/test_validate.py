@@ -501,9 +501,11 @@ def test_a_docs_worker_builds_the_data_docs_in_its_own_process(tmp_path, monkeyp
     leaves the project's configuration as it was and ends with the block. A worker that
     died leaves the build to the run's own process."""
     import multiprocessing
+    from multiprocessing import resource_tracker
 
     from flows.pipeline import write_data_docs
     from flows.settings import Settings
+    from tests.test_process import alive
 
     root = tmp_path / "gx"
     warehouse = Settings(warehouse=tmp_path)
@@ -519,6 +521,8 @@ def test_a_docs_worker_builds_the_data_docs_in_its_own_process(tmp_path, monkeyp
         worker.open_project()
         workers = multiprocessing.active_children()
         assert len(workers) == 1
+        tracker = resource_tracker._resource_tracker._pid  # launched by the spawn
+        assert tracker is not None and alive(tracker)
         with monkeypatch.context() as here:  # not built in this process
             here.setattr(validate.Validator, "build_docs", lambda self: pytest.fail("here"))
             index = write_data_docs(warehouse, "run-2", runs["run-2"].unstored)
@@ -526,6 +530,7 @@ def test_a_docs_worker_builds_the_data_docs_in_its_own_process(tmp_path, monkeyp
         workers[0].join()
         assert write_data_docs(warehouse, "run-3", runs["run-3"].unstored) == index
     assert multiprocessing.active_children() == []
+    assert not alive(tracker)  # stopped with the worker, not at this process's exit
     site = root / "gx" / "uncommitted" / "data_docs" / "local_site"
     assert index == str(site / "index.html")
     linked = set(re.findall(r"'_table_row_link_path': 'validations/papers/([^/']+)/", Path(
