@@ -37,9 +37,17 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+def runuser() -> str:
+    """util-linux's runuser, also where /usr/sbin is not on PATH (as for a user's shell)."""
+    for found in (shutil.which("runuser"), "/usr/sbin/runuser", "/sbin/runuser"):
+        if found and os.access(found, os.X_OK):
+            return found
+    raise PostgresMissing("no runuser to start PostgreSQL as its own user: install util-linux")
+
+
 def as_postgres(*command: str | Path, check: bool = True) -> subprocess.CompletedProcess:
     """Run a server binary as the postgres user (as is when not root)."""
-    prefix = ["runuser", "-u", "postgres", "--"] if os.geteuid() == 0 else []
+    prefix = [runuser(), "-u", "postgres", "--"] if os.geteuid() == 0 else []
     return subprocess.run(
         [*prefix, *map(str, command)], capture_output=True, text=True, check=check, timeout=120
     )
