@@ -695,11 +695,12 @@ def update_topics(
     the topics drifted.
 
     A paper fits no topic when its cosine to its nearest centroid lies below that topic's
-    usual range (median - 3 MADs of its papers' cosines). Such papers, and the papers the
-    previous version did not hold, are grouped by average-linkage clustering (a group's
-    papers as close to one another as those of a loose old topic, `topic_closeness`); a
-    group of TOPIC_MIN_PAPERS or more that lies closer around its own centre than its
-    papers lie to their old topics becomes a new topic with a new id.
+    usual range (median - 3 MADs of its papers' cosines). The papers the previous version
+    did not hold, and the papers that fit no topic near one of them (`near_rows`), are
+    grouped by average-linkage clustering (a group's papers as close to one another as
+    those of a loose old topic, `topic_closeness`); a group of TOPIC_MIN_PAPERS or more
+    whose papers lie closer to the rest of the group than to their old topics
+    (`closeness_to_the_rest`) becomes a new topic with a new id.
 
     Returns:
         a label per paper, label -> topic id, and what was done.
@@ -720,20 +721,24 @@ def update_topics(
     else:
         fresh_paper = outlier
     open_rows = np.flatnonzero(outlier | fresh_paper)
-    if outlier.mean() > TOPIC_DRIFT_MAX or len(open_rows) > TOPIC_OUTLIERS_MAX:
+    if outlier.mean() > TOPIC_DRIFT_MAX:
+        return None
+    settled = np.ones(len(ids), bool)
+    settled[open_rows] = False
+    closeness = topic_closeness(vectors, nearest, settled)
+    if known:  # the outliers a new group could hold: those near a new paper
+        open_rows = near_rows(vectors, open_rows[~fresh_paper[open_rows]],
+                              np.flatnonzero(fresh_paper), closeness)  # fmt: skip
+    if len(open_rows) > TOPIC_OUTLIERS_MAX:
         return None
     groups: list[np.ndarray] = []
     if len(open_rows) >= TOPIC_MIN_PAPERS:
-        settled = np.ones(len(ids), bool)
-        settled[open_rows] = False
-        closeness = topic_closeness(vectors, nearest, settled)
         grouped = average_linkage(vectors[open_rows], 1 - closeness)
         for label in np.unique(grouped):
             members = open_rows[grouped == label]
             if len(members) < TOPIC_MIN_PAPERS:
                 continue
-            centre = unit_rows(vectors[members].mean(axis=0, keepdims=True))[0]
-            if (vectors[members] @ centre).mean() > best[members].mean():
+            if closeness_to_the_rest(vectors[members]) > best[members].mean():
                 groups.append(members)
     groups.sort(key=lambda g: (-len(g), min(ids[i] for i in g)))
     fresh = [unit_rows(vectors[g].mean(axis=0, keepdims=True))[0] for g in groups]
@@ -761,6 +766,35 @@ def update_topics(
         f"{int(outlier.sum())} fit no topic; {len(fresh)} new topics ({joined} papers)"
     )
     return labels.astype(np.int64), topic_of, note
+
+
+def closeness_to_the_rest(members: np.ndarray) -> float:
+    """The mean cosine of each row to the mean of the other rows. A group's own centre
+    holds a tenth of each of its 10 papers, which lifts their cosines to it: against the
+    centre of all, 21 groups of chance neighbours among 1,000 new generated abstracts
+    seemed closer than the papers' old topics, 11 of them enough to become topics; against
+    the centre of the others, 1 did."""
+    rest = members.sum(axis=0, dtype=np.float64) - members
+    lengths = np.maximum(np.linalg.norm(rest, axis=1), 1e-12)
+    return float((np.einsum("ij,ij->i", members, rest) / lengths).mean())
+
+
+def near_rows(
+    vectors: np.ndarray, outliers: np.ndarray, fresh: np.ndarray, closeness: float
+) -> np.ndarray:
+    """The rows `fresh` and those of `outliers` whose cosine to one of them reaches
+    `closeness`, ascending: new papers and the papers that fit no topic which a group of
+    new papers could gather. Papers that fit no topic accumulate until new ones come
+    near them; a run groups what came with it and the outliers around that, not every
+    outlier the warehouse holds (about 1.8% of its papers: 1,900 at 100,000, so that at
+    about 280,000 every run would have re-fit for TOPIC_OUTLIERS_MAX)."""
+    near = np.zeros(len(outliers), bool)
+    if len(fresh):
+        theirs = vectors[fresh].T
+        for start in range(0, len(outliers), 4096):
+            block = vectors[outliers[start : start + 4096]] @ theirs
+            near[start : start + 4096] = block.max(axis=1) >= closeness
+    return np.sort(np.concatenate([fresh, outliers[near]]))
 
 
 def average_linkage(rows: np.ndarray, distance: float) -> np.ndarray:

@@ -421,6 +421,63 @@ def test_a_new_dense_theme_becomes_a_new_topic_and_old_ids_persist():
     ]
 
 
+def test_papers_that_fit_no_topic_gather_across_runs_into_a_new_topic():
+    """Six papers on a new theme are too few for a topic and stay outliers; six more, in
+    the next run, join them (`near_rows`): a topic of the twelve, with a new id."""
+    rng = np.random.default_rng(0)
+    centres = unit(rng.normal(size=(6, 64)))
+    old = themes(centres[:5], 80, seed=1)
+    old_ids = [f"a{i:03d}" for i in range(400)]
+    _, centroids, _ = aggregate.cluster_topics(old_ids, old, 5, seed=42)
+    theme = themes(centres[5:], 12, seed=2)
+    first, second = [f"b{i:03d}" for i in range(6)], [f"c{i:03d}" for i in range(6)]
+    ids = old_ids + first
+    _, centroids, note = aggregate.cluster_topics(
+        ids, np.vstack([old, theme[:6]]), None, 42,
+        {t: np.asarray(c, dtype=np.float32) for t, c in centroids.iter_rows()},
+        previous_papers=pl.Series(old_ids),
+    )  # fmt: skip
+    assert note.startswith("updated: 6 papers new") and note.endswith("0 new topics (0 papers)")
+    grown, _, note = aggregate.cluster_topics(
+        ids + second, np.vstack([old, theme]), None, 42,
+        {t: np.asarray(c, dtype=np.float32) for t, c in centroids.iter_rows()},
+        previous_papers=pl.Series(ids),
+    )  # fmt: skip
+    assert note.startswith("updated: 6 papers new") and note.endswith("1 new topics (12 papers)")
+    after = dict(grown.select("paper_id", "topic_id").rows())
+    assert {after[p] for p in first + second} == {5}
+    assert sorted(grown["topic_id"].unique()) == [0, 1, 2, 3, 4, 5]
+
+
+def test_near_rows_are_the_new_papers_and_the_outliers_close_to_one():
+    vectors = unit([[1, 0, 0], [0.9, 0.3, 0], [0, 0, 1], [0.2, 1, 0], [0, 1, 0.1]])
+    fresh, outliers = np.array([0, 4]), np.array([1, 2, 3])
+    assert aggregate.near_rows(vectors, outliers, fresh, 0.9).tolist() == [0, 1, 3, 4]
+    assert aggregate.near_rows(vectors, outliers, fresh, 0.99).tolist() == [0, 4]
+    assert aggregate.near_rows(vectors, outliers, fresh[:0], 0.5).tolist() == []
+
+
+def test_unrelated_papers_are_not_close_to_the_rest_of_their_group():
+    """Ten orthogonal vectors: each has cosine 1/sqrt(10) to the mean of all ten, which
+    holds it, and 0 to the mean of the other nine."""
+    members = np.eye(10, 16, dtype=np.float32)
+    centre = unit(members.mean(axis=0, keepdims=True))[0]
+    assert np.isclose((members @ centre).mean(), 1 / np.sqrt(10))
+    assert aggregate.closeness_to_the_rest(members) == pytest.approx(0.0, abs=1e-12)
+
+
+@settings(max_examples=40, deadline=None)
+@given(n=st.integers(2, 40), seed=st.integers(0, 2**31 - 1))
+def test_closeness_to_the_rest_is_each_papers_cosine_to_the_others_mean(n, seed):
+    members = clustered(n, dim=16, centres=3, seed=seed)
+    expected = np.mean([
+        members[i].astype(np.float64) @ unit(np.delete(members, i, axis=0).astype(
+            np.float64).sum(axis=0, keepdims=True))[0]
+        for i in range(n)
+    ])  # fmt: skip
+    assert aggregate.closeness_to_the_rest(members) == pytest.approx(expected, abs=1e-6)
+
+
 @settings(max_examples=40, deadline=None)
 @given(
     n=st.integers(2, 120),
