@@ -222,6 +222,7 @@ def aggregate_papers(
             seed=settings.seed,
             previous_topics=previous,
             previous_papers=last.papers,
+            previous_assignments=last.assignments,
             neighbors_method=settings.neighbors_method,
             exact_neighbors_max=settings.exact_neighbors_max,
             search=search,

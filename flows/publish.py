@@ -102,7 +102,8 @@ def latest_published(settings: Settings) -> tuple[int, str] | None:
 @dataclass
 class Previous:
     """What a run carries over from the latest version: its number and fingerprint, its
-    topics (id -> centroid) and the papers they held, and each paper's place on the map.
+    topics (id -> centroid), the papers they held and each one's topic, and each paper's
+    place on the map.
 
     Per-paper state is held in frames, not Python collections: Prefect walks a task's
     parameters item by item, which took seconds for sets and dicts of 100,000 papers.
@@ -112,6 +113,9 @@ class Previous:
     fingerprint: str | None = None
     centroids: dict[int, np.ndarray] = field(default_factory=dict)
     papers: pl.Series = field(default_factory=lambda: pl.Series("paper_id", [], pl.String))
+    assignments: pl.DataFrame = field(  # each of those papers' topic
+        default_factory=lambda: pl.DataFrame(schema={"paper_id": pl.String, "topic_id": pl.Int32})
+    )
     coordinates: pl.DataFrame = field(
         default_factory=lambda: pl.DataFrame(
             schema={"paper_id": pl.String, "x": pl.Float64, "y": pl.Float64}
@@ -164,6 +168,7 @@ def remember_published(
             for t, c in zip(topics["topic_id"].to_list(), topics["centroid"].to_list(), strict=True)
         },
         papers=tables["paper_topics"]["paper_id"],
+        assignments=tables["paper_topics"].select("paper_id", "topic_id"),
         coordinates=tables["paper_coordinates"].select("paper_id", "x", "y"),
     )
     _PUBLISHED[settings.catalog_path.resolve()] = (stamp, state)
@@ -236,7 +241,8 @@ def read_previous(settings: Settings) -> Previous:
         if "centroid" in {r[0] for r in described}:
             rows = con.execute("select topic_id, centroid from topics where centroid is not null")
             found.centroids = {t: np.asarray(c, dtype=np.float32) for t, c in rows.fetchall()}
-            found.papers = con.execute("select paper_id from paper_topics").pl()["paper_id"]
+            found.assignments = con.execute("select paper_id, topic_id from paper_topics").pl()
+            found.papers = found.assignments["paper_id"]
         if "paper_coordinates" in names:
             found.coordinates = con.execute("select paper_id, x, y from paper_coordinates").pl()
         return found

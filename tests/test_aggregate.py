@@ -449,6 +449,38 @@ def test_papers_that_fit_no_topic_gather_across_runs_into_a_new_topic():
     assert sorted(grown["topic_id"].unique()) == [0, 1, 2, 3, 4, 5]
 
 
+def test_a_paper_keeps_its_topic_while_it_fits_there():
+    """The last version put papers b and m in topic 1. b, between the two topics and a
+    little nearer topic 0, still fits topic 1 and stays; m fits topic 1 no more (as when
+    its text changed) and goes to its nearest topic, 0. Matched afresh, b goes to 0."""
+    rng = np.random.default_rng(11)
+    near = unit(rng.normal(size=(1, 64)))
+    centres = np.vstack([near, unit(near + 0.3 * unit(rng.normal(size=(1, 64))))])
+    old = themes(centres, 100, seed=12)
+    old_ids = [f"a{i:03d}" for i in range(200)]
+    topics, centroids, _ = aggregate.cluster_topics(old_ids, old, 2, seed=42)
+    previous = {t: np.asarray(c, dtype=np.float32) for t, c in centroids.iter_rows()}
+    c0, c1 = (unit(previous[t][None])[0] for t in (0, 1))
+    b, m = unit([1.05 * c0 + c1, c0 - 0.5 * c1])
+    assert b @ c0 > b @ c1 > 0.95 and m @ c0 > m @ c1
+    ids, vectors = [*old_ids, "b", "m"], np.vstack([old, b, m])
+    given = topics.select("paper_id", "topic_id")
+    given = pl.concat([given, pl.DataFrame({"paper_id": ["b", "m"], "topic_id": [1, 1]},
+                                           schema=given.schema)])  # fmt: skip
+    kept, _, note = aggregate.cluster_topics(
+        ids, vectors, None, 42, previous, previous_papers=given["paper_id"],
+        previous_assignments=given,
+    )  # fmt: skip
+    assert note.startswith("updated: 0 papers new")
+    after = dict(kept.select("paper_id", "topic_id").rows())
+    assert (after["b"], after["m"]) == (1, 0)
+    assert all(after[p] == t for p, t in topics.select("paper_id", "topic_id").rows())
+    afresh, _, _ = aggregate.cluster_topics(
+        ids, vectors, None, 42, previous, previous_papers=given["paper_id"]
+    )
+    assert dict(afresh.select("paper_id", "topic_id").rows())["b"] == 0
+
+
 def test_near_rows_are_the_new_papers_and_the_outliers_close_to_one():
     vectors = unit([[1, 0, 0], [0.9, 0.3, 0], [0, 0, 1], [0.2, 1, 0], [0, 1, 0.1]])
     fresh, outliers = np.array([0, 4]), np.array([1, 2, 3])
@@ -463,19 +495,28 @@ def test_unrelated_papers_are_not_close_to_the_rest_of_their_group():
     members = np.eye(10, 16, dtype=np.float32)
     centre = unit(members.mean(axis=0, keepdims=True))[0]
     assert np.isclose((members @ centre).mean(), 1 / np.sqrt(10))
-    assert aggregate.closeness_to_the_rest(members) == pytest.approx(0.0, abs=1e-12)
+    assert np.allclose(aggregate.closeness_to_the_rest(members), 0.0, atol=1e-12)
+
+
+def test_a_group_stands_apart_only_beyond_chance():
+    """Ten papers each 0.05 closer to one another than to their old topic stand apart;
+    the same mean gain spread over -0.45 to +0.55 does not, nor does a loss."""
+    assert aggregate.stands_apart(np.full(10, 0.05) + np.linspace(-0.01, 0.01, 10))
+    assert not aggregate.stands_apart(np.linspace(-0.45, 0.55, 10))
+    assert not aggregate.stands_apart(np.full(10, -0.05))
+    assert not aggregate.stands_apart(np.array([0.3]))
 
 
 @settings(max_examples=40, deadline=None)
 @given(n=st.integers(2, 40), seed=st.integers(0, 2**31 - 1))
 def test_closeness_to_the_rest_is_each_papers_cosine_to_the_others_mean(n, seed):
     members = clustered(n, dim=16, centres=3, seed=seed)
-    expected = np.mean([
+    expected = [
         members[i].astype(np.float64) @ unit(np.delete(members, i, axis=0).astype(
             np.float64).sum(axis=0, keepdims=True))[0]
         for i in range(n)
-    ])  # fmt: skip
-    assert aggregate.closeness_to_the_rest(members) == pytest.approx(expected, abs=1e-6)
+    ]  # fmt: skip
+    assert np.allclose(aggregate.closeness_to_the_rest(members), expected, atol=1e-6)
 
 
 @settings(max_examples=40, deadline=None)
