@@ -112,8 +112,7 @@ class Previous:
     version: int | None = None
     fingerprint: str | None = None
     centroids: dict[int, np.ndarray] = field(default_factory=dict)
-    papers: pl.Series = field(default_factory=lambda: pl.Series("paper_id", [], pl.String))
-    assignments: pl.DataFrame = field(  # each of those papers' topic
+    assignments: pl.DataFrame = field(  # each paper's topic (paper_id, topic_id)
         default_factory=lambda: pl.DataFrame(schema={"paper_id": pl.String, "topic_id": pl.Int32})
     )
     coordinates: pl.DataFrame = field(
@@ -121,6 +120,11 @@ class Previous:
             schema={"paper_id": pl.String, "x": pl.Float64, "y": pl.Float64}
         )
     )
+
+    @property
+    def papers(self) -> pl.Series:
+        """The papers the version's topics held."""
+        return self.assignments["paper_id"]
 
 
 # What this process last published, by catalog file: the catalog's stamp (`catalog_stamp`)
@@ -167,7 +171,6 @@ def remember_published(
             t: np.asarray(c, dtype=np.float32)
             for t, c in zip(topics["topic_id"].to_list(), topics["centroid"].to_list(), strict=True)
         },
-        papers=tables["paper_topics"]["paper_id"],
         assignments=tables["paper_topics"].select("paper_id", "topic_id"),
         coordinates=tables["paper_coordinates"].select("paper_id", "x", "y"),
     )
@@ -242,7 +245,6 @@ def read_previous(settings: Settings) -> Previous:
             rows = con.execute("select topic_id, centroid from topics where centroid is not null")
             found.centroids = {t: np.asarray(c, dtype=np.float32) for t, c in rows.fetchall()}
             found.assignments = con.execute("select paper_id, topic_id from paper_topics").pl()
-            found.papers = found.assignments["paper_id"]
         if "paper_coordinates" in names:
             found.coordinates = con.execute("select paper_id, x, y from paper_coordinates").pl()
         return found

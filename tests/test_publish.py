@@ -169,6 +169,8 @@ def test_the_next_run_of_a_process_takes_what_it_published_until_the_catalog_cha
         np.testing.assert_array_equal(kept.centroids[topic], centroid)
     assert sorted(kept.papers.to_list()) == sorted(read.papers.to_list())
     assert len(kept.papers) == 38
+    assert kept.assignments.sort("paper_id").equals(read.assignments.sort("paper_id"))
+    assert kept.assignments["topic_id"].n_unique() == 4
     assert kept.coordinates.sort("paper_id").equals(read.coordinates.sort("paper_id"))
 
     # Another process's commit changes the catalog file: its state is read again.
