@@ -542,6 +542,52 @@ def test_average_linkage_groups_as_scikit_learn(n, centres, distance, copies, se
         n_clusters=None, metric="cosine", linkage="average", distance_threshold=distance
     ).fit(rows)
     assert partition(aggregate.average_linkage(rows, distance)) == partition(expected.labels_)
+    parts = aggregate.linked_parts(rows, distance)
+    grouped = aggregate.average_linkage(rows, distance, parts)
+    assert partition(grouped) == partition(expected.labels_)
+
+
+def test_linked_parts_join_rows_through_near_pairs_across_blocks():
+    """Two themes of 1,000 and 2,000 rows no pair of which lies near, bridged by one row
+    near both (in the second block of 2,048 rows), are one part; a third theme is another."""
+    rng = np.random.default_rng(5)
+    axes = np.eye(3, 16)
+    rows = np.vstack([
+        unit(axes[0] + 0.01 * rng.normal(size=(1000, 16))),
+        unit(axes[1] + 0.01 * rng.normal(size=(1500, 16))),
+        unit(axes[:2].sum(axis=0, keepdims=True)),  # row 2,500: cosine 0.71 to both
+        unit(axes[1] + 0.01 * rng.normal(size=(499, 16))),
+        unit(axes[2] + 0.01 * rng.normal(size=(100, 16))),
+    ])  # fmt: skip
+    parts = aggregate.linked_parts(rows, 0.35)
+    assert len(set(parts[:3000])) == 1 and len(set(parts[3000:])) == 1
+    assert parts[0] != parts[3000]
+    apart = aggregate.linked_parts(np.delete(rows, 2500, axis=0), 0.35)
+    assert len({apart[0], apart[1000], apart[2999]}) == 3
+
+
+def test_the_grouping_limit_holds_for_the_largest_linked_part(monkeypatch):
+    """Above LINKED_PARTS_ROWS open papers they are grouped part by part, and topics are
+    re-fit only where one part holds more than TOPIC_OUTLIERS_MAX."""
+    rng = np.random.default_rng(0)
+    centres = unit(rng.normal(size=(7, 64)))
+    old = themes(centres[:5], 80, seed=1)
+    old_ids = [f"a{i:03d}" for i in range(400)]
+    _, centroids, _ = aggregate.cluster_topics(old_ids, old, 5, seed=42)
+    previous = {t: np.asarray(c, dtype=np.float32) for t, c in centroids.iter_rows()}
+    new = np.vstack([themes(centres[5:6], 12, seed=2), themes(centres[6:], 12, seed=7)])
+    ids = old_ids + [f"b{i:03d}" for i in range(24)]
+    monkeypatch.setattr(aggregate, "LINKED_PARTS_ROWS", 5)
+    monkeypatch.setattr(aggregate, "TOPIC_OUTLIERS_MAX", 20)  # each theme's part: 12
+    _, _, note = aggregate.cluster_topics(
+        ids, np.vstack([old, new]), None, 42, previous, previous_papers=pl.Series(old_ids)
+    )
+    assert note.startswith("updated: 24 papers new") and note.endswith("2 new topics (24 papers)")
+    monkeypatch.setattr(aggregate, "TOPIC_OUTLIERS_MAX", 11)
+    _, _, note = aggregate.cluster_topics(
+        ids, np.vstack([old, new]), None, 42, previous, previous_papers=pl.Series(old_ids)
+    )
+    assert note.startswith("re-fit")
 
 
 def test_a_topic_keeps_its_centroid_while_its_papers_mean_stays_near_it():
