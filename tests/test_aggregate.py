@@ -133,7 +133,7 @@ def test_topics_are_seeded_and_numbered_by_size():
 
 def test_topic_ids_persist_across_versions():
     _, centroids, _ = aggregate.cluster_topics(IDS, VECTORS, n_topics=3, seed=7)
-    previous = {t: np.asarray(c, dtype=np.float32) for t, c in centroids.iter_rows()}
+    previous = as_previous(centroids)
     # Relabel the old topics 10, 11, 12: the same clusters must come back with those ids.
     renamed = {t + 10: c for t, c in previous.items()}
     more = unit(np.vstack([VECTORS, [[0.98, 0.12, 0.01]]]))
@@ -387,14 +387,25 @@ def themes(centres: np.ndarray, per: int, seed: int, spread: float = 0.35) -> np
     return unit(points + spread * rng.normal(size=points.shape) / np.sqrt(centres.shape[1]))
 
 
+def as_previous(centroids: pl.DataFrame) -> dict[int, np.ndarray]:
+    """topic_centroids as a run carries them to the next (`publish.Previous.centroids`)."""
+    return {t: np.asarray(c, dtype=np.float32) for t, c in centroids.iter_rows()}
+
+
+def fitted(centres: int, fit: int, per: int, seed: int, old_seed: int):
+    """`centres` random unit centres, an old corpus of `per` papers on each of the first
+    `fit` (ids a000, a001, ...) and the `fit` topics seeded k-means gives it: the centres,
+    the old vectors and ids, paper_topics, the fit's note and the topics carried over."""
+    centre_rows = unit(np.random.default_rng(seed).normal(size=(centres, 64)))
+    old = themes(centre_rows[:fit], per, seed=old_seed)
+    old_ids = [f"a{i:03d}" for i in range(len(old))]
+    topics, centroids, note = aggregate.cluster_topics(old_ids, old, fit, seed=42)
+    return centre_rows, old, old_ids, topics, note, as_previous(centroids)
+
+
 def test_a_new_dense_theme_becomes_a_new_topic_and_old_ids_persist():
-    rng = np.random.default_rng(0)
-    centres = unit(rng.normal(size=(6, 64)))
-    old = themes(centres[:5], 80, seed=1)  # 400 papers on 5 themes
-    old_ids = [f"a{i:03d}" for i in range(400)]
-    topics, centroids, note = aggregate.cluster_topics(old_ids, old, 5, seed=42)
+    centres, old, old_ids, topics, note, previous = fitted(6, 5, 80, 0, 1)  # 400 papers
     assert note == "fit: 5 topics"
-    previous = {t: np.asarray(c, dtype=np.float32) for t, c in centroids.iter_rows()}
     new = themes(centres[5:], 40, seed=2)  # 40 papers on a theme no topic covers
     ids = old_ids + [f"b{i:03d}" for i in range(40)]
     grown, _, note = aggregate.cluster_topics(
@@ -424,23 +435,16 @@ def test_a_new_dense_theme_becomes_a_new_topic_and_old_ids_persist():
 def test_papers_that_fit_no_topic_gather_across_runs_into_a_new_topic():
     """Six papers on a new theme are too few for a topic and stay outliers; six more, in
     the next run, join them (`near_rows`): a topic of the twelve, with a new id."""
-    rng = np.random.default_rng(0)
-    centres = unit(rng.normal(size=(6, 64)))
-    old = themes(centres[:5], 80, seed=1)
-    old_ids = [f"a{i:03d}" for i in range(400)]
-    _, centroids, _ = aggregate.cluster_topics(old_ids, old, 5, seed=42)
+    centres, old, old_ids, _, _, previous = fitted(6, 5, 80, 0, 1)
     theme = themes(centres[5:], 12, seed=2)
     first, second = [f"b{i:03d}" for i in range(6)], [f"c{i:03d}" for i in range(6)]
     ids = old_ids + first
     _, centroids, note = aggregate.cluster_topics(
-        ids, np.vstack([old, theme[:6]]), None, 42,
-        {t: np.asarray(c, dtype=np.float32) for t, c in centroids.iter_rows()},
-        previous_papers=pl.Series(old_ids),
-    )  # fmt: skip
+        ids, np.vstack([old, theme[:6]]), None, 42, previous, previous_papers=pl.Series(old_ids)
+    )
     assert note.startswith("updated: 6 papers new") and note.endswith("0 new topics (0 papers)")
     grown, _, note = aggregate.cluster_topics(
-        ids + second, np.vstack([old, theme]), None, 42,
-        {t: np.asarray(c, dtype=np.float32) for t, c in centroids.iter_rows()},
+        ids + second, np.vstack([old, theme]), None, 42, as_previous(centroids),
         previous_papers=pl.Series(ids),
     )  # fmt: skip
     assert note.startswith("updated: 6 papers new") and note.endswith("1 new topics (12 papers)")
@@ -459,7 +463,7 @@ def test_a_paper_keeps_its_topic_while_it_fits_there():
     old = themes(centres, 100, seed=12)
     old_ids = [f"a{i:03d}" for i in range(200)]
     topics, centroids, _ = aggregate.cluster_topics(old_ids, old, 2, seed=42)
-    previous = {t: np.asarray(c, dtype=np.float32) for t, c in centroids.iter_rows()}
+    previous = as_previous(centroids)
     c0, c1 = (unit(previous[t][None])[0] for t in (0, 1))
     b, m = unit([1.05 * c0 + c1, c0 - 0.5 * c1])
     assert b @ c0 > b @ c1 > 0.95 and m @ c0 > m @ c1
@@ -569,12 +573,7 @@ def test_linked_parts_join_rows_through_near_pairs_across_blocks():
 def test_the_grouping_limit_holds_for_the_largest_linked_part(monkeypatch):
     """Above LINKED_PARTS_ROWS open papers they are grouped part by part, and topics are
     re-fit only where one part holds more than TOPIC_OUTLIERS_MAX."""
-    rng = np.random.default_rng(0)
-    centres = unit(rng.normal(size=(7, 64)))
-    old = themes(centres[:5], 80, seed=1)
-    old_ids = [f"a{i:03d}" for i in range(400)]
-    _, centroids, _ = aggregate.cluster_topics(old_ids, old, 5, seed=42)
-    previous = {t: np.asarray(c, dtype=np.float32) for t, c in centroids.iter_rows()}
+    centres, old, old_ids, _, _, previous = fitted(7, 5, 80, 0, 1)
     new = np.vstack([themes(centres[5:6], 12, seed=2), themes(centres[6:], 12, seed=7)])
     ids = old_ids + [f"b{i:03d}" for i in range(24)]
     monkeypatch.setattr(aggregate, "LINKED_PARTS_ROWS", 5)
@@ -596,7 +595,7 @@ def test_a_topic_keeps_its_centroid_while_its_papers_mean_stays_near_it():
     old = themes(centres, 200, seed=8)  # 600 papers on 3 themes
     old_ids = [f"a{i:03d}" for i in range(600)]
     topics, centroids, _ = aggregate.cluster_topics(old_ids, old, 3, seed=42)
-    previous = {t: np.asarray(c, dtype=np.float32) for t, c in centroids.iter_rows()}
+    previous = as_previous(centroids)
     # Two papers join one topic: every old paper's row is the same, bit for bit.
     new = themes(centres[:1], 2, seed=9)
     ids = old_ids + ["b000", "b001"]
@@ -622,12 +621,7 @@ def test_a_topic_keeps_its_centroid_while_its_papers_mean_stays_near_it():
 
 
 def test_topics_drift_or_a_request_refit_them():
-    rng = np.random.default_rng(3)
-    centres = unit(rng.normal(size=(8, 64)))
-    old = themes(centres[:4], 60, seed=4)
-    old_ids = [f"a{i:03d}" for i in range(240)]
-    _, centroids, _ = aggregate.cluster_topics(old_ids, old, 4, seed=42)
-    previous = {t: np.asarray(c, dtype=np.float32) for t, c in centroids.iter_rows()}
+    centres, old, old_ids, _, _, previous = fitted(8, 4, 60, 3, 4)
     new = themes(centres[4:], 40, seed=5)  # 160 papers, 40% of the corpus, fit no topic
     ids = old_ids + [f"b{i:03d}" for i in range(160)]
     _, _, note = aggregate.cluster_topics(ids, np.vstack([old, new]), None, 42, previous)
