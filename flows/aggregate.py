@@ -736,26 +736,9 @@ def update_topics(
     open_rows = np.flatnonzero(outlier | fresh_paper)
     if outlier.mean() > TOPIC_DRIFT_MAX:
         return None
-    settled = np.ones(len(ids), bool)
-    settled[open_rows] = False
-    closeness = topic_closeness(vectors, nearest, settled)
-    if known:  # the outliers a new group could hold: those near a new paper
-        open_rows = near_rows(vectors, open_rows[~fresh_paper[open_rows]],
-                              np.flatnonzero(fresh_paper), closeness)  # fmt: skip
-    parts = None
-    if len(open_rows) > LINKED_PARTS_ROWS:
-        parts = linked_parts(vectors[open_rows], 1 - closeness)
-        if np.bincount(parts).max() > TOPIC_OUTLIERS_MAX:
-            return None
-    groups: list[np.ndarray] = []
-    if len(open_rows) >= TOPIC_MIN_PAPERS:
-        grouped = average_linkage(vectors[open_rows], 1 - closeness, parts)
-        for label in np.unique(grouped):
-            members = open_rows[grouped == label]
-            if len(members) < TOPIC_MIN_PAPERS:
-                continue
-            if stands_apart(closeness_to_the_rest(vectors[members]) - best[members]):
-                groups.append(members)
+    groups = new_groups(vectors, nearest, best, open_rows, fresh_paper if known else None)
+    if groups is None:
+        return None
     groups.sort(key=lambda g: (-len(g), min(ids[i] for i in g)))
     fresh = [unit_rows(vectors[g].mean(axis=0, keepdims=True))[0] for g in groups]
     every = np.vstack([centroids, *fresh]) if fresh else centroids
@@ -782,6 +765,48 @@ def update_topics(
         f"{int(outlier.sum())} fit no topic; {len(fresh)} new topics ({joined} papers)"
     )
     return labels.astype(np.int64), topic_of, note
+
+
+def new_groups(
+    vectors: np.ndarray,
+    labels: np.ndarray,
+    best: np.ndarray,
+    open_rows: np.ndarray,
+    fresh: np.ndarray | None,
+) -> list[np.ndarray] | None:
+    """The groups of `open_rows` (papers new or fitting no topic) that become new topics
+    (`update_topics`); None where one linked part holds more than TOPIC_OUTLIERS_MAX, and
+    topics are re-fit. With `fresh` (whether each paper is new), outliers are grouped only
+    near a new paper (`near_rows`). Fewer than TOPIC_MIN_PAPERS open papers form none, and
+    nothing is computed for them (a +1 run).
+
+    Args:
+        labels, best: each paper's topic and its cosine to that topic's centroid.
+    """
+    if len(open_rows) < TOPIC_MIN_PAPERS:
+        return []
+    settled = np.ones(len(vectors), bool)
+    settled[open_rows] = False
+    closeness = topic_closeness(vectors, labels, settled)
+    if fresh is not None:  # the outliers a new group could hold: those near a new paper
+        open_rows = near_rows(vectors, open_rows[~fresh[open_rows]], np.flatnonzero(fresh),
+                              closeness)  # fmt: skip
+        if len(open_rows) < TOPIC_MIN_PAPERS:
+            return []
+    parts = None
+    if len(open_rows) > LINKED_PARTS_ROWS:
+        parts = linked_parts(vectors[open_rows], 1 - closeness)
+        if np.bincount(parts).max() > TOPIC_OUTLIERS_MAX:
+            return None
+    grouped = average_linkage(vectors[open_rows], 1 - closeness, parts)
+    groups = []
+    for label in np.unique(grouped):
+        members = open_rows[grouped == label]
+        if len(members) < TOPIC_MIN_PAPERS:
+            continue
+        if stands_apart(closeness_to_the_rest(vectors[members]) - best[members]):
+            groups.append(members)
+    return groups
 
 
 def carried_topics(
