@@ -7,7 +7,9 @@ the sizes meet the same moments of a shared machine's load. Printed side by side
 per stage of each cold run and of each size's median +1% run, and the ratios the
 incremental design promises to keep low: +1% on the larger warehouse against +1% on the
 smaller (work should follow what changed, not what the warehouse holds), round by round
-and of the medians, and +1% against that warehouse's cold run.
+and of the medians, and +1% against that warehouse's cold run. The CPU seconds of each
+run's processes are printed beside the wall seconds, with their ratio of medians: on a
+shared machine they move less than wall time with other work.
 Each run is its own `paperlake run` process with its own temporary Prefect server, as a
 user's is (set PREFECT_API_URL to measure against a running server).
 
@@ -54,6 +56,7 @@ def run_facts(res: dict) -> dict:
     encoder = re.search(r"embed: .*\((\S+), (\S+)\) in ", output)
     return {
         "seconds": round(res["seconds"], 1),
+        "cpu_seconds": round(res["cpu_seconds"], 1),
         "peak_rss_mb": round(res["peak_rss_mb"]),
         "embedded": embedded_count(output),
         "stages": stage_seconds(output),
@@ -156,6 +159,8 @@ def table(rows: list[dict], title: str) -> str:
         return text
 
     lines.append(line("wall s", lambda r: r["seconds"]))
+    # CPU seconds of the run's processes: less moved than wall by other work on the host.
+    lines.append(line("cpu s", lambda r: r.get("cpu_seconds", float("nan"))))
     for stage in STAGES:
         lines.append(line(stage, lambda r, s=stage: r["stages"].get(s, 0.0)))
     # Process start, imports and the flow's own bookkeeping: what no stage timer covers.
@@ -165,6 +170,12 @@ def table(rows: list[dict], title: str) -> str:
     lines.append(line("topics", lambda r: r["topics"], "d"))
     lines.append(line("peak MB", lambda r: r["peak_rss_mb"], "d"))
     return "\n".join(lines)
+
+
+def median_cpu(row: dict) -> float:
+    """The median CPU seconds of a size's +1% runs (nan where none were kept)."""
+    cpu = sorted(r.get("cpu_seconds", float("nan")) for r in row.get("plus1_runs", []))
+    return cpu[(len(cpu) - 1) // 2] if cpu else float("nan")
 
 
 def ratios(rows: list[dict], cheap: bool) -> str:
@@ -182,6 +193,12 @@ def ratios(rows: list[dict], cheap: bool) -> str:
         )
         if len(rounds) > 1:
             lines.append("  round by round: " + ", ".join(f"{r:.2f}" for r in rounds))
+        cpu = [median_cpu(r) for r in (small, large)]
+        if all(c == c for c in cpu):  # rows measured before CPU seconds were kept have none
+            lines.append(
+                f"CPU seconds, +1% on {large['n']:,} / +1% on {small['n']:,} = "
+                f"{cpu[1] / cpu[0]:.2f} (medians: {cpu[0]:.1f} and {cpu[1]:.1f} s)"
+            )
     for r in rows:
         share = r["plus1"]["seconds"] / r["cold"]["seconds"]
         goal = (

@@ -39,7 +39,8 @@ WARM_IMPORTS = (
 
 
 def timed(cmd: list[str], **kwargs) -> dict:
-    """Run a command; its wall seconds, peak RSS (MB), exit code and output."""
+    """Run a command; its wall seconds, CPU seconds (user and system, with the processes
+    it waited for), peak RSS (MB), exit code and output."""
     start = time.perf_counter()
     proc = subprocess.Popen(
         cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, **kwargs
@@ -50,7 +51,9 @@ def timed(cmd: list[str], **kwargs) -> dict:
     wall = time.perf_counter() - start
     if proc.returncode != 0:
         raise RuntimeError(f"{' '.join(cmd)} failed ({proc.returncode}):\n{output[-3000:]}")
-    return {"seconds": wall, "peak_rss_mb": usage.ru_maxrss / 1024, "output": output}
+    cpu = usage.ru_utime + usage.ru_stime
+    return {"seconds": wall, "cpu_seconds": cpu, "peak_rss_mb": usage.ru_maxrss / 1024,
+            "output": output}  # fmt: skip
 
 
 def stage_seconds(output: str) -> dict[str, float]:
