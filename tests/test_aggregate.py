@@ -570,23 +570,66 @@ def test_linked_parts_join_rows_through_near_pairs_across_blocks():
     assert len({apart[0], apart[1000], apart[2999]}) == 3
 
 
-def test_the_grouping_limit_holds_for_the_largest_linked_part(monkeypatch):
-    """Above LINKED_PARTS_ROWS open papers they are grouped part by part, and topics are
-    re-fit only where one part holds more than TOPIC_OUTLIERS_MAX."""
-    centres, old, old_ids, _, _, previous = fitted(7, 5, 80, 0, 1)
-    new = np.vstack([themes(centres[5:6], 12, seed=2), themes(centres[6:], 12, seed=7)])
-    ids = old_ids + [f"b{i:03d}" for i in range(24)]
+def test_the_grouping_limit_cuts_a_large_linked_part_instead_of_refitting(monkeypatch):
+    """Above LINKED_PARTS_ROWS open papers they are grouped part by part; a part of more
+    than TOPIC_OUTLIERS_MAX is cut into pieces (`cut_parts`), and topics are not re-fit.
+    Two new themes joined in one part by a chain of papers between them are cut apart and
+    become the same two topics as when the part is grouped whole; old papers keep theirs."""
+    centres, old, old_ids, topics, _, previous = fitted(7, 5, 80, 0, 1)
+    steps = [(1 - t) * centres[5] + t * centres[6] for t in (0.2, 0.4, 0.6, 0.8)]
+    new = np.vstack([
+        themes(centres[5:6], 15, seed=2, spread=0.25),
+        unit(steps),  # each about 0.95 to the next: one linked part of 34
+        themes(centres[6:], 15, seed=7, spread=0.25),
+    ])  # fmt: skip
+    ids = old_ids + [f"b{i:03d}" for i in range(len(new))]
+    sizes = []
+    grouped = aggregate.linkage_groups
+
+    def counted(rows, distance):
+        sizes.append(len(rows))
+        return grouped(rows, distance)
+
+    monkeypatch.setattr(aggregate, "linkage_groups", counted)
     monkeypatch.setattr(aggregate, "LINKED_PARTS_ROWS", 5)
-    monkeypatch.setattr(aggregate, "TOPIC_OUTLIERS_MAX", 20)  # each theme's part: 12
-    _, _, note = aggregate.cluster_topics(
-        ids, np.vstack([old, new]), None, 42, previous, previous_papers=pl.Series(old_ids)
+    runs = {}
+    for limit in (40, 20):
+        monkeypatch.setattr(aggregate, "TOPIC_OUTLIERS_MAX", limit)
+        sizes.clear()
+        assigned, _, note = aggregate.cluster_topics(
+            ids, np.vstack([old, new]), None, 42, previous, previous_papers=pl.Series(old_ids)
+        )
+        after = dict(assigned.select("paper_id", "topic_id").rows())
+        assert all(after[p] == t for p, t in topics.select("paper_id", "topic_id").rows())
+        runs[limit] = (list(sizes), note, [after[p] for p in ids[len(old_ids) :]])
+    assert runs[40][0] == [34] and sorted(runs[20][0]) == [17, 17]
+    assert (
+        runs[20][1]
+        == runs[40][1]
+        == "updated: 34 papers new, 36 fit no topic; 2 new topics (34 papers)"
     )
-    assert note.startswith("updated: 24 papers new") and note.endswith("2 new topics (24 papers)")
-    monkeypatch.setattr(aggregate, "TOPIC_OUTLIERS_MAX", 11)
-    _, _, note = aggregate.cluster_topics(
-        ids, np.vstack([old, new]), None, 42, previous, previous_papers=pl.Series(old_ids)
+    new_topics = runs[20][2]
+    assert new_topics == runs[40][2]
+    assert set(new_topics[:15]) == {5} and set(new_topics[-15:]) == {6}
+
+
+def test_cut_parts_keeps_pieces_within_the_limit_and_apart_from_other_parts():
+    """Parts within the limit stay whole; a larger one is cut until no piece holds more,
+    each piece within one part; copies of one row, which k-means cannot tell apart, are
+    cut too; the same rows are cut the same way."""
+    rows = np.vstack(
+        [clustered(50, dim=16, centres=3, seed=1), np.repeat(unit([[1] + [0] * 15]), 30, 0)]
     )
-    assert note.startswith("re-fit")
+    parts = np.array([0] * 50 + [1] * 30)
+    pieces = aggregate.cut_parts(rows, parts, 12)
+    counts = np.bincount(pieces)
+    assert counts.max() <= 12 and counts[counts > 0].sum() == 80
+    for piece in np.unique(pieces):
+        assert len(set(parts[pieces == piece])) == 1
+    assert np.array_equal(pieces, aggregate.cut_parts(rows, parts, 12))
+    assert np.array_equal(aggregate.cut_parts(rows, parts, 50), parts)
+    copies = pieces[50:]
+    assert len(np.unique(copies)) >= 3
 
 
 def test_a_topic_keeps_its_centroid_while_its_papers_mean_stays_near_it():
