@@ -794,11 +794,10 @@ def new_groups(
                               closeness)  # fmt: skip
         if len(open_rows) < TOPIC_MIN_PAPERS:
             return []
-    parts = None
+    rows, parts = vectors[open_rows], None
     if len(open_rows) > min(LINKED_PARTS_ROWS, TOPIC_OUTLIERS_MAX):
-        rows = vectors[open_rows]
         parts = cut_parts(rows, linked_parts(rows, 1 - closeness), TOPIC_OUTLIERS_MAX)
-    grouped = average_linkage(vectors[open_rows], 1 - closeness, parts)
+    grouped = average_linkage(rows, 1 - closeness, parts)
     groups = []
     for label in np.unique(grouped):
         members = open_rows[grouped == label]
