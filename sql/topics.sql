@@ -3,8 +3,9 @@
 -- grain: one row per topic_id.
 -- upstream: paper_topics, topic_terms, topic_centroids.
 -- A label is the topic's first three terms, a phrase in place of its words (it says them
--- already); where two topics would read the same (as a set of terms), the one with the
--- larger id takes one term more.
+-- already). Labels never read the same: a topic takes one term more, up to five, while its
+-- label's set of terms is one a topic of a smaller id could read (its first three, four or
+-- five terms); a topic whose every such set is taken (their terms are the same) adds its id.
 with sizes as (
     select topic_id, count(*) as papers, round(avg(distance), 6) as mean_distance
     from paper_topics
@@ -54,22 +55,37 @@ label_terms as (
     group by all
 ),
 
-ranked_labels as (
+-- Each topic's first 3, 4 and 5 label terms, as sets.
+prefixes as (
     select
         topic_id,
-        terms,
-        row_number() over (
-            partition by list_sort(terms[1:3]) order by topic_id
-        ) as same_label_rank
-    from label_terms
+        length,
+        list_sort(terms[1:length]) as term_set
+    from label_terms,
+        unnest(generate_series(3, least(greatest(len(terms), 3), 5))) as lengths(length)
+),
+
+-- The fewest terms whose set no topic of a smaller id has among its prefixes.
+free_lengths as (
+    select topic_id, min(length) as length
+    from prefixes as mine
+    where not exists (
+        select 1 from prefixes as theirs
+        where theirs.topic_id < mine.topic_id and theirs.term_set = mine.term_set
+    )
+    group by all
 ),
 
 labels as (
     select
         topic_id,
-        array_to_string(terms[1:case when same_label_rank > 1 then 4 else 3 end], ', ')
-            as label
-    from ranked_labels
+        case
+            when free_lengths.length is null
+                then array_to_string(terms[1:3], ', ') || ' (topic ' || topic_id || ')'
+            else array_to_string(terms[1:free_lengths.length], ', ')
+        end as label
+    from label_terms
+    left join free_lengths using (topic_id)
 ),
 
 final as (

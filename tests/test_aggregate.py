@@ -698,6 +698,38 @@ def test_two_topics_never_read_the_same():
     ]
 
 
+def test_labels_stay_unique_when_many_topics_share_their_terms():
+    """Four topics on one theme, as k-means splits a large one: the first three terms of
+    each are one set, and topics 1 and 2 share their fourth too (both read "cancer, breast,
+    imputation, survival" once). Each takes the fewest terms, up to five, whose set no
+    smaller id could read; topic 3, whose five terms are topic 0's, adds its id. A topic
+    whose terms are its own (4) keeps three."""
+    con = connect()
+    lists = {
+        0: ["breast", "cancer", "imputation", "screening", "risk"],
+        1: ["cancer", "breast", "imputation", "survival", "cohort"],
+        2: ["imputation", "cancer", "breast", "survival", "trial"],
+        3: ["breast", "cancer", "imputation", "screening", "risk"],
+        4: ["graph networks", "weather", "globe"],
+    }
+    rows = [(t, term, rank) for t, terms in lists.items() for rank, term in enumerate(terms, 1)]
+    con.execute("create table topic_terms (topic_id int, term varchar, term_rank int)")
+    con.executemany("insert into topic_terms values (?, ?, ?)", rows)
+    con.execute(
+        "create table paper_topics as select range as paper_id, range as topic_id, "
+        "0.1 as distance from range(5)"
+    )
+    con.execute("create table topic_centroids (topic_id int, centroid float[])")
+    labels = con.execute(f"select topic_id, label from ({read_sql('topics')})").fetchall()
+    assert labels == [
+        (0, "breast, cancer, imputation"),
+        (1, "cancer, breast, imputation, survival"),
+        (2, "imputation, cancer, breast, survival, trial"),
+        (3, "breast, cancer, imputation (topic 3)"),
+        (4, "graph networks, weather, globe"),
+    ]
+
+
 def test_stop_words_are_scikit_learns_without_importing_it():
     from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS
 
