@@ -673,24 +673,29 @@ def test_topics_drift_or_a_request_refit_them():
     assert asked.startswith("re-fit on request")
 
 
+def labels_of(terms: dict[int, list[str]]) -> list[tuple[int, str]]:
+    """sql/topics.sql's labels of topics 0, 1, ... with these terms (best first), a paper
+    each."""
+    con = connect()
+    rows = [(t, term, rank) for t, ranked in terms.items() for rank, term in enumerate(ranked, 1)]
+    con.execute("create table topic_terms (topic_id int, term varchar, term_rank int)")
+    con.executemany("insert into topic_terms values (?, ?, ?)", rows)
+    con.execute(
+        "create table paper_topics as select range::varchar as paper_id, "
+        f"range::int as topic_id, 0.1 as distance from range({len(terms)})"
+    )
+    con.execute("create table topic_centroids (topic_id int, centroid float[])")
+    return con.execute(f"select topic_id, label from ({read_sql('topics')})").fetchall()
+
+
 def test_two_topics_never_read_the_same():
     """Terms "breast, cancer, imputation" and "cancer, breast, imputation" once labelled two
     topics; the second now takes a fourth term."""
-    con = connect()
-    terms = [
-        (0, "breast", 1), (0, "cancer", 2), (0, "imputation", 3), (0, "screening", 4),
-        (1, "cancer", 1), (1, "breast", 2), (1, "imputation", 3), (1, "survival", 4),
-        (2, "breast cancer", 1), (2, "breast", 2), (2, "tumour", 3), (2, "cancer", 4),
-        (2, "risk", 5),
-    ]  # fmt: skip
-    con.execute("create table topic_terms (topic_id int, term varchar, term_rank int)")
-    con.executemany("insert into topic_terms values (?, ?, ?)", terms)
-    con.execute(
-        "create table paper_topics as select * from (values ('p', 0, 0.1), ('q', 1, 0.1), "
-        "('r', 2, 0.1)) t(paper_id, topic_id, distance)"
-    )
-    con.execute("create table topic_centroids (topic_id int, centroid float[])")
-    labels = con.execute(f"select topic_id, label from ({read_sql('topics')})").fetchall()
+    labels = labels_of({
+        0: ["breast", "cancer", "imputation", "screening"],
+        1: ["cancer", "breast", "imputation", "survival"],
+        2: ["breast cancer", "breast", "tumour", "cancer", "risk"],
+    })  # fmt: skip
     assert labels == [
         (0, "breast, cancer, imputation"),
         (1, "cancer, breast, imputation, survival"),
@@ -704,23 +709,13 @@ def test_labels_stay_unique_when_many_topics_share_their_terms():
     imputation, survival" once). Each takes the fewest terms, up to five, whose set no
     smaller id could read; topic 3, whose five terms are topic 0's, adds its id. A topic
     whose terms are its own (4) keeps three."""
-    con = connect()
-    lists = {
+    labels = labels_of({
         0: ["breast", "cancer", "imputation", "screening", "risk"],
         1: ["cancer", "breast", "imputation", "survival", "cohort"],
         2: ["imputation", "cancer", "breast", "survival", "trial"],
         3: ["breast", "cancer", "imputation", "screening", "risk"],
         4: ["graph networks", "weather", "globe"],
-    }
-    rows = [(t, term, rank) for t, terms in lists.items() for rank, term in enumerate(terms, 1)]
-    con.execute("create table topic_terms (topic_id int, term varchar, term_rank int)")
-    con.executemany("insert into topic_terms values (?, ?, ?)", rows)
-    con.execute(
-        "create table paper_topics as select range as paper_id, range as topic_id, "
-        "0.1 as distance from range(5)"
-    )
-    con.execute("create table topic_centroids (topic_id int, centroid float[])")
-    labels = con.execute(f"select topic_id, label from ({read_sql('topics')})").fetchall()
+    })  # fmt: skip
     assert labels == [
         (0, "breast, cancer, imputation"),
         (1, "cancer, breast, imputation, survival"),
