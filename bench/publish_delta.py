@@ -219,7 +219,7 @@ def time_publish(con, settings: Settings, plan) -> tuple[float, dict[str, tuple[
     columns = publish_module.table_columns(con, LAKE), publish_module.table_columns(con, "memory")
     keyed = publish_module.TABLE_KEYS
     plans = {name: plan(con, name, keys, columns) for name, keys in keyed.items()}
-    _, changes = publish_module.commit(con, plans, "bench", {}, DIM)
+    _, changes = publish_module.commit(con, settings, plans, "bench", {}, DIM)
     return time.perf_counter() - started, changes
 
 

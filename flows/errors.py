@@ -18,3 +18,15 @@ class CatalogUnreachable(WarehouseError):
 
 class QueryRefused(WarehouseError):
     """A query that would do more than read the warehouse."""
+
+
+class CatalogLost(WarehouseError):
+    """The catalog is gone while its data files are there: restore it, never start again."""
+
+
+class DataPathTaken(WarehouseError):
+    """The data path holds the files of another catalog."""
+
+
+class CatalogDamaged(WarehouseError):
+    """The catalog cannot be read: a damaged file or database, not a lock."""

@@ -19,6 +19,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 import duckdb
 
+from flows import data_path
 from flows.errors import CatalogUnreachable, QueryRefused, WarehouseBusy, WarehouseError
 from flows.settings import SQL_DIR, Settings
 
@@ -207,7 +208,12 @@ def needed_extensions(settings: Settings) -> tuple[str, ...]:
 
 
 def no_warehouse(settings: Settings) -> WarehouseError:
-    """The error of a command that needs a warehouse where there is none yet."""
+    """The error of a command that needs a warehouse where there is none yet, or whose
+    catalog was lost while its data files are left (`data_path.refuse_foreign_files`)."""
+    try:
+        data_path.refuse_foreign_files(settings, catalog_name(settings))
+    except WarehouseError as exc:
+        return exc
     where = catalog_name(settings) if settings.catalog else settings.warehouse
     return WarehouseError(f"no warehouse at {where}: run `paperlake run` first")
 
@@ -233,6 +239,8 @@ def attach(
     exists = catalog_exists(settings)
     if not exists and not create:
         raise no_warehouse(settings)
+    if not exists:  # a new catalog never starts on another's (or a lost one's) files
+        data_path.refuse_foreign_files(settings, catalog_name(settings))
     for name in needed_extensions(settings):
         load_extension(con, name)
     con.execute(f"set ducklake_max_retry_count = {COMMIT_RETRIES}")
@@ -250,6 +258,8 @@ def attach(
     else:
         settings.warehouse.mkdir(parents=True, exist_ok=True)
         attach_file(con, statement, settings.catalog_path)
+    if exists:  # its files are read from the data path: they must be its own
+        data_path.check_owner(con, LAKE, settings, catalog_name(settings))
     con.execute(f"USE {LAKE}")
 
 

@@ -28,8 +28,9 @@ from flows import aggregate, embed, ingest, publish, validate, warm_runner
 from flows import dq as dq_page
 from flows import run_record as record
 from flows.cluster import cluster_workers, fan_out, on_workers
+from flows.errors import WarehouseError
 from flows.ingest.cache import ParseCache
-from flows.lake import WarehouseBusy, connect, run_lock
+from flows.lake import connect, run_lock
 from flows.settings import Settings, configure_environment, run_parameters
 from flows.tables import aggregate_tables
 
@@ -436,7 +437,9 @@ def publish_snapshot(
     staged({name: tables[name] for name in publish.HISTORY_TABLES}, planned.con)
     kept = (settings, planned.hashes) if planned.hashes is not None else None
     digests = (settings, planned.digests) if planned.digests is not None else None
-    return publish.commit(planned.con, planned.plans, message, manifest, dim, kept, digests)
+    return publish.commit(
+        planned.con, settings, planned.plans, message, manifest, dim, kept, digests
+    )
 
 
 def warm_up(settings: Settings) -> None:
@@ -480,8 +483,9 @@ def run_flow(**parameters: Any) -> record.RunSummary | State:
     settings = settings_of(parameters)
     try:
         return run_pipeline(settings, force=force)
-    except (validate.DataQualityError, WarehouseBusy) as exc:
-        # A stopped publish, or another run holding the warehouse, is the run's outcome,
+    except (validate.DataQualityError, WarehouseError) as exc:
+        # A stopped publish, or a warehouse that cannot take the run (another run holds it,
+        # its catalog is lost or damaged, its data path is taken) is the run's outcome,
         # not a crash: the flow run ends Failed saying why, the caller gets the error, and
         # no traceback is logged.
         return Failed(message=str(exc), data=exc)

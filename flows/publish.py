@@ -21,6 +21,7 @@ import duckdb
 import numpy as np
 import polars as pl
 
+from flows import data_path
 from flows.files import write_atomically, write_cache_parquet
 from flows.lake import (
     LAKE,
@@ -86,6 +87,7 @@ def current_fingerprint(settings: Settings) -> str:
 def latest_published(settings: Settings) -> tuple[int, str] | None:
     """The latest version and the fingerprint of the run that published it, if any."""
     if not catalog_exists(settings):
+        data_path.refuse_foreign_files(settings, catalog_name(settings))
         return None
     con = connect(extensions=())
     try:
@@ -218,6 +220,8 @@ def previous_version(settings: Settings) -> Previous:
     """The latest version's state a run needs: as this process published or last read it,
     while the catalog is unchanged since; else read in one attach of the catalog."""
     if not catalog_exists(settings):
+        # A run that would make the catalog stops here, not after its stages.
+        data_path.refuse_foreign_files(settings, catalog_name(settings))
         return Previous()
     key, stamp = settings.catalog_path.resolve(), catalog_stamp(settings)
     kept = _PUBLISHED.get(key)
@@ -472,11 +476,7 @@ def prepare(
     """
     attach(con, settings, create=True)
     try:
-        # Data files of a run killed before its commit belong to no snapshot; drop them.
-        # This run holds the run lock: no other run is writing files now.
-        con.execute(
-            f"select count(*) from ducklake_delete_orphaned_files('{LAKE}', cleanup_all => true)"
-        )
+        start_writing(con, settings)
         published = PublishedRows(settings).load(con) if hashes is not None else None
         if published is not None:
             return plan_from_hashes(con, frames, hashes, published)
@@ -506,6 +506,17 @@ def prepare(
             con.execute("rollback")
         detach(con)
         raise
+
+
+def start_writing(con: duckdb.DuckDBPyConnection, settings: Settings) -> None:
+    """Before this writer (which holds the run lock) writes data files: the data path must
+    be the catalog's own, and the files a writer of it killed before its commit left,
+    which no snapshot records, are deleted (`data_path`)."""
+    data_path.claim(con, LAKE, settings, catalog_name(settings))
+    if removed := data_path.begin_writing(con, LAKE, settings):
+        logging.getLogger("paperlake").info(
+            "deleted %d data files a run killed before its commit left", removed
+        )
 
 
 def published_copy(name: str, stage: Columns) -> str | None:
@@ -709,6 +720,7 @@ def restamp(path: Path, before: dict, now: dict, field: str | None = None) -> No
 
 def commit(
     con: duckdb.DuckDBPyConnection,
+    settings: Settings,
     plans: dict[str, str],
     message: str,
     manifest: dict,
@@ -724,6 +736,7 @@ def commit(
     Args:
         con: the run's staging connection, its tables in memory.main, the catalog attached
             by `prepare`.
+        settings: the run's settings (its data path).
         message: the snapshot's commit message.
         manifest: the run manifest, stored as the commit's extra info.
         embedding_dim: the dimension of the `embedding_vectors` view's fixed-size arrays.
@@ -770,9 +783,12 @@ def commit(
     except BaseException:
         if in_transaction:
             con.execute("rollback")
+            with contextlib.suppress(OSError, duckdb.Error):  # else the next run deletes them
+                data_path.end_writing(settings, con, LAKE)  # the files this commit wrote
         raise
     finally:
         detach(con)
+    data_path.end_writing(settings)
     return version, changes
 
 
@@ -784,7 +800,7 @@ def publish(
     embedding_dim: int,
 ) -> tuple[int, dict[str, tuple[int, int]]]:
     """Commit the staged tables to the catalog as one snapshot: `prepare`, then `commit`."""
-    return commit(con, prepare(con, settings), message, manifest, embedding_dim)
+    return commit(con, settings, prepare(con, settings), message, manifest, embedding_dim)
 
 
 @dataclass
@@ -844,12 +860,19 @@ def compact_locked(settings: Settings, remove_after: int | None) -> Compaction:
     con = connect(extensions=())
     try:
         attach(con, settings)
+        start_writing(con, settings)
         rows, digests = PublishedRows(settings), PublishedDigests(settings)
         stamp = rows.stamp(con)
         before = live_files(con)
-        con.execute(f"call ducklake_merge_adjacent_files('{LAKE}')")
-        con.execute(f"call ducklake_rewrite_data_files('{LAKE}', delete_threshold => 0)")
-        con.execute(f"call ducklake_merge_adjacent_files('{LAKE}')")  # the rewritten files
+        try:
+            con.execute(f"call ducklake_merge_adjacent_files('{LAKE}')")
+            con.execute(f"call ducklake_rewrite_data_files('{LAKE}', delete_threshold => 0)")
+            con.execute(f"call ducklake_merge_adjacent_files('{LAKE}')")  # the rewritten files
+        except BaseException:
+            with contextlib.suppress(OSError, duckdb.Error):
+                data_path.end_writing(settings, con, LAKE)
+            raise
+        data_path.end_writing(settings)
         after = live_files(con)
         removed = 0
         if remove_after is not None:
