@@ -128,9 +128,9 @@ def claim(con: duckdb.DuckDBPyConnection, alias: str, settings: Settings, catalo
     if folder is None:
         return
     label = owner_label(settings, catalog)
-    if check_owner(con, alias, settings, catalog):
-        if read_marker(folder).get("catalog") == label:
-            return  # else a copy of the catalog writes here now: the marker names it
+    owned = check_owner(con, alias, settings, catalog)
+    if owned and read_marker(folder).get("catalog") == label:
+        return  # else a copy of the catalog writes here now: the marker names it
     folder.mkdir(parents=True, exist_ok=True)
     write_json(folder / MARKER, {"catalog": label, "schema_uuid": schema_uuid(con, alias)})
 
