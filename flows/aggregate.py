@@ -8,7 +8,6 @@ import importlib.util
 import math
 import os
 import re
-import shutil
 import warnings
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -20,9 +19,8 @@ import duckdb
 import numpy as np
 import polars as pl
 
-from flows import projection, tables
+from flows import cache, projection, tables
 from flows.embed import compute_threads
-from flows.files import write_atomically, write_cache_parquet
 from flows.lake import read_sql
 from flows.publish import stage_frames
 from flows.settings import NEIGHBOR_METHODS, SQL_DIR
@@ -371,43 +369,50 @@ class NeighbourLists:
     """Each paper's exact candidate lists from the last run, kept in the cache, so that
     the next run updates them (`update_candidates`) instead of searching all papers again.
 
-    One Parquet file per model (id, weights, precision), list width, k and threshold,
-    replaced atomically, each paper's rows together and best first, trimmed to what the
-    neighbours and pairs read (`trim_lists`); a paper without any other paper to list has
-    a row with no neighbour.
+    One sealed Parquet file per model (id, weights, precision), list width, k and
+    threshold (flows/cache.py), each paper's rows together and best first, trimmed to what
+    the neighbours and pairs read (`trim_lists`); a paper without any other paper to list
+    has a row with no neighbour.
     """
 
     def __init__(self, folder: Path, model_key: str, width: int, k: int, threshold: float):
-        def named(key: str) -> Path:
-            return folder / f"lists-{hashlib.sha256(key.encode()).hexdigest()[:16]}.parquet"
-
-        self.path = named(f"{model_key}:{width}:{k}:{threshold!r}:trimmed")
-        self.trim = (k, threshold)
-        # The same lists as earlier paperlakes kept them, whole: best first, or in no set
-        # order (then put best first once: a sort, not a search of all papers).
-        self.earlier = [(named(f"{model_key}:{width}:best-first"), False),
-                        (named(f"{model_key}:{width}"), True)]  # fmt: skip
+        key = f"{model_key}:{width}:{k}:{threshold!r}:trimmed"
+        self.path = folder / f"lists-{hashlib.sha256(key.encode()).hexdigest()[:16]}.parquet"
 
     def load(self) -> tuple[pl.DataFrame, list[str]] | None:
-        """The lists and the papers they were made for, if a run left them."""
-        if self.path.exists():
-            stored = pl.read_parquet(self.path)
-        else:
-            kept = [(path, unordered) for path, unordered in self.earlier if path.exists()]
-            if not kept:
-                return None
-            path, unordered = kept[0]
-            stored = pl.read_parquet(path)
-            stored = trim_lists(stored.sort(**BEST_FIRST) if unordered else stored, *self.trim)
+        """The lists and the papers they were made for, if a run left them (and they
+        pass their checks: else they are dropped, and the papers searched again)."""
+        try:
+            stored = cache.read_parquet(self.path, check_lists)
+        except FileNotFoundError:
+            return None
+        except cache.Damaged as damage:
+            cache.dropped(damage, "every paper's neighbours are searched again")
+            return None
         return stored.drop_nulls("neighbor_id"), stored["paper_id"].unique().to_list()
 
     def save(self, ids: list[str], found: pl.DataFrame) -> None:
         papers = pl.DataFrame({"paper_id": ids}, schema={"paper_id": pl.String})
         alone = papers.join(found, on="paper_id", how="anti")
-        rows = pl.concat([found, alone], how="diagonal_relaxed")
-        write_cache_parquet(self.path, rows)
-        for path, _ in self.earlier:
-            path.unlink(missing_ok=True)
+        cache.write_parquet(self.path, pl.concat([found, alone], how="diagonal_relaxed"))
+
+
+def check_lists(lists: pl.DataFrame) -> str | None:
+    """Why kept neighbour lists cannot be trusted: a neighbour that is none of the lists'
+    papers, a score that is not a cosine, a row without a paper; None where they can."""
+    if not {"paper_id", "neighbor_id", "score"} <= set(lists.columns):
+        return f"columns {lists.columns}"
+    papers = lists["paper_id"]
+    if papers.null_count():
+        return f"{papers.null_count()} rows without a paper"
+    listed = lists.drop_nulls("neighbor_id")
+    strangers = listed.filter(~pl.col("neighbor_id").is_in(papers.unique().implode())).height
+    if strangers:
+        return f"{strangers} neighbours that are none of its papers"
+    scores = listed["score"]
+    if not scores.is_finite().all() or (scores.abs() > 1 + 1e-4).any():
+        return "scores that are not cosines"
+    return None
 
 
 def row_blocks(n: int, pieces: int) -> list[tuple[int, int]]:
@@ -1343,14 +1348,9 @@ class PaperRows:
 
     def files(self) -> list[tuple[int, Path]]:
         """The files that hold the current rows, by number: the latest whole and the parts
-        after it. The one file of an earlier paperlake becomes the first whole."""
-        if self.path is None:
-            return []
-        earlier = self.path.with_suffix(".parquet")
-        if earlier.is_file() and not self.path.is_dir():
-            self.path.mkdir(parents=True)
-            os.replace(earlier, self.path / "whole-000000.parquet")
-        if not self.path.is_dir():
+        after it, each checked against its seal. Where one fails, the folder is dropped
+        (every paper's rows are computed again) and there are none."""
+        if self.path is None or not self.path.is_dir():
             return []
         found = sorted(
             (int(f.stem.split("-")[1]), f)
@@ -1358,7 +1358,14 @@ class PaperRows:
             if f.stem.split("-")[0] in ("part", "whole") and f.stem.split("-")[1].isdigit()
         )
         wholes = [n for n, f in found if f.stem.startswith("whole-")]
-        return [(n, f) for n, f in found if n >= max(wholes, default=0)]
+        current = [(n, f) for n, f in found if n >= max(wholes, default=0)]
+        try:
+            for _, f in current:
+                cache.verify(f)
+        except cache.Damaged as damage:
+            cache.dropped(damage, f"{self.stem}: every paper's rows computed again", self.path)
+            return []
+        return current
 
     def load(self) -> pl.DataFrame:
         """The rows the last builds left (the SQL's columns and digest), if any."""
@@ -1366,7 +1373,7 @@ class PaperRows:
 
     @staticmethod
     def scan(files: list[tuple[int, Path]]) -> pl.LazyFrame:
-        """The rows of `files` (from `files()`), to be read as far as they are used."""
+        """The rows of `files` (from `files()`, checked), to be read as far as used."""
         if files:
             return pl.concat([pl.scan_parquet(f) for _, f in files], how="diagonal_relaxed")
         return pl.LazyFrame(schema={"paper_id": pl.String, "digest": pl.String})
@@ -1380,15 +1387,13 @@ class PaperRows:
         number = max((n for n, _ in files), default=0) + 1
         self.path.mkdir(parents=True, exist_ok=True)
         kind = "whole" if whole else "part"
-        write_atomically(self.path / f"{kind}-{number:06d}.parquet", rows.write_parquet)
+        cache.write_parquet(self.path / f"{kind}-{number:06d}.parquet", rows, whole=False)
         if whole:
             for _, old in files:
-                old.unlink(missing_ok=True)
+                cache.drop(old)
         for stale in self.path.parent.glob(f"{self.stem}-*"):
-            if stale.is_dir() and stale != self.path:
-                shutil.rmtree(stale)
-            elif stale.is_file():  # a file of a former layout
-                stale.unlink(missing_ok=True)
+            if stale != self.path:  # rows of another SQL text or input (or layout)
+                cache.drop(stale)
 
 
 class TermCounts:
@@ -1455,9 +1460,15 @@ class TermCounts:
             cached: paper_id, digest of the papers whose tokens the token cache held.
         """
         empty = tuple(pl.DataFrame(schema=s) for s in (self.PAPERS, self.WORDS, self.COUNTS))
-        if self.path is None or not self.path.exists():
+        if self.path is None:
             return empty
-        state = pl.read_parquet(self.path)
+        try:
+            state = cache.read_parquet(self.path, check_counts)
+        except FileNotFoundError:
+            return empty
+        except cache.Damaged as damage:
+            cache.dropped(damage, "every paper's terms are counted again")
+            return empty
         counted = state.filter(pl.col("paper_id").is_not_null()).select(list(self.PAPERS))
         if counted.join(cached, on=["paper_id", "digest"], how="anti").height:
             return empty
@@ -1471,10 +1482,29 @@ class TermCounts:
         if self.path is None:
             return
         state = pl.concat([counted, words, counts], how="diagonal_relaxed")
-        write_cache_parquet(self.path, state)
+        cache.write_parquet(self.path, state)
         for stale in self.path.parent.glob("term-counts-*.parquet"):
             if stale != self.path:
-                stale.unlink(missing_ok=True)
+                cache.drop(stale)
+
+
+def check_counts(state: pl.DataFrame) -> str | None:
+    """Why kept term counts cannot be trusted (a count below one, a count of no topic or
+    term, a paper counted twice); None where they can."""
+    columns = {**TermCounts.PAPERS, **TermCounts.WORDS, **TermCounts.COUNTS}
+    if not set(columns) <= set(state.columns):
+        return f"columns {state.columns}"
+    counts = state.filter(pl.col("docs").is_not_null())
+    if (counts["docs"] < 1).any() or counts.select(
+        "topic_id", "term"
+    ).null_count().sum_horizontal()[0]:
+        return "counts that are no count of a topic's term"
+    if (state.filter(pl.col("word").is_not_null())["papers"] < 1).any():
+        return "words used by no paper"
+    papers = state.filter(pl.col("paper_id").is_not_null())["paper_id"]
+    if papers.n_unique() != papers.len():
+        return "papers counted twice"
+    return None
 
 
 def changed_tokens(

@@ -16,6 +16,7 @@ import numpy as np
 import polars as pl
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeRemainingColumn
 
+from flows import cache
 from flows.encoders import (
     EXPORTED,
     GraphEncoder,
@@ -27,7 +28,6 @@ from flows.encoders import (
     tokenize,
     unpadded_tokenizer,
 )
-from flows.files import write_atomically
 from flows.settings import BATCH_SIZE, PACKAGED_MODEL, configure_environment, encoder_cache
 
 CHUNK_BATCHES = 4  # batches per progress update
@@ -329,32 +329,71 @@ class EmbeddingCache:
         self.dim = info.dim
 
     def lookup(self, hashes: pl.Series) -> pl.DataFrame:
-        """Cached vectors for `hashes`: text_sha256, embedding."""
+        """Cached vectors for `hashes`: text_sha256, embedding. Parts that fail their seal,
+        and parts holding a vector that is not a unit vector of the model's dimension, are
+        dropped with a warning: their texts are embedded again."""
         schema = {"text_sha256": pl.String, "embedding": pl.List(pl.Float32)}
-        parts = sorted(self.folder.glob("*.parquet")) if self.folder.exists() else []
+        parts = self.checked_parts()
         if not parts:
             return pl.DataFrame(schema=schema)
         wanted = pl.DataFrame({"text_sha256": hashes.unique()})
-        return (
-            pl.scan_parquet(parts)
+        found = (
+            pl.scan_parquet(parts, include_file_paths="_part")
             .join(wanted.lazy(), on="text_sha256", how="semi")
             # A text's first vector where parts repeat it: at 104,000 vectors 0.31 s, where
             # unique(keep="first") over the vectors took 0.87 s.
             .filter(pl.col("text_sha256").is_first_distinct())
             .collect()
-            .select(list(schema))
         )
+        good = pl.Series(unit_vectors(found["embedding"], self.dim))
+        bad = found.filter(~good)["_part"].unique()
+        for part in bad.to_list():
+            reason = f"vectors that are not unit vectors of dimension {self.dim}"
+            cache.dropped(cache.Damaged(Path(part), reason), "its texts are embedded again")
+        return found.filter(~pl.col("_part").is_in(bad.implode())).select(list(schema))
+
+    def checked_parts(self) -> list[Path]:
+        """The cache's parts whose bytes match their seals (the others are dropped)."""
+        parts = sorted(self.folder.glob("*.parquet")) if self.folder.exists() else []
+        good = []
+        for part in parts:
+            try:
+                cache.verify(part)
+                good.append(part)
+            except FileNotFoundError:
+                continue
+            except cache.Damaged as damage:
+                cache.dropped(damage, "its texts are embedded again")
+        return good
 
     def add(self, hashes: pl.Series, vectors: pl.Series) -> Path | None:
-        """Store vectors as a new part (written atomically); returns its path."""
+        """Store vectors as a new part (written atomically and sealed); returns its path.
+
+        Raises:
+            ValueError: a vector is not a unit vector of the model's dimension (an encoder
+                that gave NaN): nothing is stored.
+        """
         if hashes.len() == 0:
             return None
+        if not unit_vectors(vectors, self.dim).all():
+            raise ValueError(f"the encoder gave vectors that are not unit vectors of {self.dim}")
         self.folder.mkdir(parents=True, exist_ok=True)
         part = self.folder / f"{hashlib.sha256(''.join(hashes).encode()).hexdigest()[:16]}.parquet"
-        tmp = part.with_suffix(".tmp")
-        pl.DataFrame({"text_sha256": hashes, "embedding": vectors}).write_parquet(tmp)
-        os.replace(tmp, part)
+        frame = pl.DataFrame({"text_sha256": hashes, "embedding": vectors})
+        cache.write_parquet(part, frame, whole=False)
         return part
+
+
+def unit_vectors(vectors: pl.Series, dim: int) -> np.ndarray:
+    """Whether each vector has `dim` finite values and unit norm (within float32 error)."""
+    sized = (vectors.list.len() == dim).fill_null(False).to_numpy()
+    good = sized.copy()
+    if sized.any():
+        kept = vectors if sized.all() else vectors.filter(pl.Series(sized))
+        rows = kept.explode().to_numpy().reshape(-1, dim)
+        norms = np.sqrt(np.einsum("ij,ij->i", rows, rows))  # NaN where any value is
+        good[sized] = np.abs(norms - 1) < 1e-3
+    return good
 
 
 class TextHashes:
@@ -376,20 +415,41 @@ class TextHashes:
         now = pl.DataFrame(
             {"paper_id": paper_ids, "quick": texts.hash(), "bytes": texts.str.len_bytes()}
         ).cast({k: v for k, v in self.SCHEMA.items() if k != "text_sha256"})
-        kept = (
-            pl.read_parquet(self.path) if self.path.exists() else pl.DataFrame(schema=self.SCHEMA)
-        )
+        kept = self.load()
         found = now.join(kept, on=["paper_id", "quick", "bytes"], how="left",
                          maintain_order="left")["text_sha256"]  # fmt: skip
         todo = found.is_null()
         if todo.any():
             found = found.scatter(np.flatnonzero(todo.to_numpy()), text_sha256(texts.filter(todo)))
         if todo.any() or kept.height != now.height:
-            write_atomically(self.path, now.with_columns(text_sha256=found).write_parquet)
+            cache.write_parquet(self.path, now.with_columns(text_sha256=found), whole=False)
             for other in self.path.parent.glob("polars-*.parquet"):
                 if other != self.path:
-                    other.unlink(missing_ok=True)
+                    cache.drop(other)
         return found
+
+    def load(self) -> pl.DataFrame:
+        """The hashes the last run kept, checked (a damaged file is dropped: every text is
+        hashed again)."""
+        try:
+            return cache.read_parquet(self.path, check_text_hashes)
+        except FileNotFoundError:
+            pass
+        except cache.Damaged as damage:
+            cache.dropped(damage, "every text is hashed again")
+        return pl.DataFrame(schema=self.SCHEMA)
+
+
+def check_text_hashes(kept: pl.DataFrame) -> str | None:
+    """Why kept text hashes cannot be trusted (not the file's columns, a paper twice, a
+    hash that is not one); None where they can."""
+    if dict(kept.schema) != TextHashes.SCHEMA:
+        return f"columns {dict(kept.schema)}"
+    if kept["paper_id"].null_count() or kept["paper_id"].n_unique() != kept.height:
+        return "papers missing or twice"
+    if not kept["text_sha256"].str.contains("^[0-9a-f]{32}$").fill_null(False).all():
+        return "text hashes that are not sha256 prefixes"
+    return None
 
 
 def pending_texts(

@@ -16,7 +16,6 @@ import json
 import logging
 import os
 import shutil
-import warnings
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from functools import lru_cache, partial
@@ -27,18 +26,18 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from flows import cache
+from flows.encoder_graphs import (
+    PROBE_TEXTS,
+    export_onnx,
+    export_openvino,
+    seal_export,
+    verify_export,
+)
+
 # An export is kept only when its vectors agree with fp32 torch this closely (cosine).
 MIN_MEAN_COSINE = 0.9999
 MIN_COSINE = 0.999
-# Texts of very different lengths in one batch: padding, truncation at the model's
-# max_seq_length and the attention mask all take part in the check.
-PROBE_TEXTS = (
-    "Graph neural networks.",
-    "We study speculative decoding, where a small draft model proposes several tokens "
-    "that the large model verifies in one pass, and show when it pays off.",
-    " ".join(["Diffusion models learn to reverse a gradual noising process."] * 60),
-)
-
 log = logging.getLogger("paperlake")
 
 
@@ -266,93 +265,6 @@ def same_features(st: Any, path: Path) -> bool:
     return all(name in fast and np.array_equal(fast[name], own[name]) for name in own)
 
 
-def input_names(st: Any) -> tuple[str, ...]:
-    """The tensors the model's tokenizer gives (input_ids, attention_mask, ...)."""
-    import torch
-
-    features = st.preprocess(list(PROBE_TEXTS[:2]))
-    return tuple(name for name, value in features.items() if isinstance(value, torch.Tensor))
-
-
-def whole_model(st: Any, names: tuple[str, ...]):
-    """The sentence-transformers pipeline (transformer, pooling, normalise) as one module
-    taking its input tensors positionally, as exporters want them."""
-    import torch
-
-    class Pipeline(torch.nn.Module):
-        def __init__(self) -> None:
-            super().__init__()
-            self.st = st
-
-        def forward(self, *tensors: torch.Tensor) -> torch.Tensor:
-            return self.st(dict(zip(names, tensors, strict=True)))["sentence_embedding"]
-
-    return Pipeline().eval()
-
-
-def export_openvino(st: Any, folder: Path) -> None:
-    """OpenVINO IR of the whole model, weights kept in fp32, into `folder`."""
-    import openvino as ov
-    import torch
-
-    names = input_names(st)
-    example = st.preprocess(list(PROBE_TEXTS[:2]))
-    with torch.inference_mode(), warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # the tracer's notes on constant shape checks
-        graph = ov.convert_model(
-            whole_model(st, names),
-            example_input=tuple(example[name] for name in names),
-            input=[(ov.PartialShape([-1, -1]), ov.Type.i64)] * len(names),
-        )
-    for port, name in zip(graph.inputs, names, strict=True):
-        port.get_tensor().set_names({name})
-    # save_model stores weights as fp16 unless told not to: the vectors would change.
-    ov.save_model(graph, folder / "model.xml", compress_to_fp16=False)
-
-
-def export_onnx(path: Path, folder: Path) -> None:
-    """ONNX graph of the whole model with ONNX Runtime's fp32 transformer fusions."""
-    import torch
-    from onnxruntime.transformers.optimizer import optimize_model
-    from sentence_transformers import SentenceTransformer
-
-    # Eager attention exports as MatMul/Softmax, the pattern ONNX Runtime fuses into its
-    # Attention kernel; the SDPA export stays unfused and ran 10% slower (bench/encoders.py).
-    st = SentenceTransformer(str(path), device="cpu", model_kwargs={"attn_implementation": "eager"})
-    names = input_names(st)
-    example = st.preprocess(list(PROBE_TEXTS[:2]))
-    raw = folder / "raw.onnx"
-    axes = {name: {0: "batch", 1: "tokens"} for name in names}
-    with torch.inference_mode(), warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # the tracer's notes on constant shape checks
-        # The TorchScript exporter: the torch.export one needs onnxscript, another 10 MB.
-        torch.onnx.export(
-            whole_model(st, names),
-            tuple(example[name] for name in names),
-            str(raw),
-            dynamo=False,
-            input_names=list(names),
-            output_names=["sentence_embedding"],
-            dynamic_axes={**axes, "sentence_embedding": {0: "batch"}},
-            opset_version=17,
-        )
-    # The optimizer cannot read the head count from this graph: without it, no Attention.
-    config = json.loads((path / "config.json").read_text())
-    # Fusions only: no fp16 conversion, no GELU approximation (both change the vectors).
-    optimized = optimize_model(
-        str(raw),
-        model_type="bert",
-        num_heads=config["num_attention_heads"],
-        hidden_size=config["hidden_size"],
-        opt_level=1,
-        use_gpu=False,
-    )
-    if not optimized.get_fused_operator_statistics().get("Attention"):
-        log.info("encoder: ONNX Runtime fused no attention in %s", path.name)
-    optimized.save_model_to_file(str(folder / "model.onnx"))
-    raw.unlink()
-
-
 def openvino_encoder(features: Features, folder: Path, threads: int, hint: str) -> GraphEncoder:
     """The exported model compiled by OpenVINO for this CPU, computing in `hint` (f32, bf16),
     in streams: each of the `threads` cores runs a batch of its own, where one batch on all
@@ -439,17 +351,17 @@ def agreement(vectors: np.ndarray, exact: np.ndarray) -> tuple[float, float]:
 
 
 def check_agreement(
-    encoder: Encoder, st: Any, name: str, min_mean_cosine: float, min_cosine: float
+    encoder: Encoder, exact: np.ndarray, name: str, min_mean_cosine: float, min_cosine: float
 ) -> tuple[float, float]:
-    """Refuse an encoder whose vectors of PROBE_TEXTS stray from fp32 torch's; else its
-    mean and least cosine.
+    """Refuse an encoder whose vectors of PROBE_TEXTS stray from `exact`, fp32 torch's
+    vectors of them (or vectors that are not finite); else its mean and least cosine.
 
     Raises:
         RuntimeError: the mean or least cosine is below its bound.
     """
-    texts = list(PROBE_TEXTS)
-    mean, least = agreement(encoder.encode(texts, 4), TorchEncoder(st).encode(texts, 4))
-    if mean < min_mean_cosine or least < min_cosine:
+    texts = list(PROBE_TEXTS[: len(exact)])
+    mean, least = agreement(encoder.encode(texts, 4), exact)
+    if not (mean >= min_mean_cosine and least >= min_cosine):  # NaN fails too
         raise RuntimeError(
             f"{name} disagrees with fp32 torch: mean cosine {mean:.6f}, min {least:.6f}"
         )
@@ -457,7 +369,8 @@ def check_agreement(
 
 
 def export(st: Any, path: Path, backend: str, folder: Path, threads: int) -> None:
-    """Export the model into `folder` by `backend`, kept only if its fp32 vectors agree.
+    """Export the model into `folder` by `backend`, kept only if its fp32 vectors agree,
+    with fp32 torch's vectors of PROBE_TEXTS (`write_probe`) for later checks.
 
     Processes exporting at once each write their own folder first; the first to finish
     publishes it, the others' are dropped.
@@ -470,12 +383,32 @@ def export(st: Any, path: Path, backend: str, folder: Path, threads: int) -> Non
         EXPORTERS[backend](st, path, work)
         fp32 = next(p for p, b in EXPORTED.items() if b == backend and p.endswith("fp32"))
         encoder = LOADERS[fp32](st_features(st), work, threads)
-        check_agreement(encoder, st, f"{backend} export", MIN_MEAN_COSINE, MIN_COSINE)
+        exact = TorchEncoder(st).encode(list(PROBE_TEXTS), 4)
+        check_agreement(encoder, exact, f"{backend} export", MIN_MEAN_COSINE, MIN_COSINE)
+        write_probe(work, exact)
+        seal_export(work)
         with contextlib.suppress(OSError):  # another process published first: theirs is used
             work.rename(folder)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     log.info("encoder: exported %s to %s", backend, folder)
+
+
+PROBE = "probe.json"  # in an export: fp32 torch's vectors of PROBE_TEXTS
+
+
+def write_probe(folder: Path, exact: np.ndarray) -> None:
+    cache.write_record(folder / PROBE, np.asarray(exact, dtype=np.float64).tolist())
+
+
+def read_probe(folder: Path) -> np.ndarray | None:
+    """fp32 torch's vectors of PROBE_TEXTS kept in an export; None where there are none
+    (an export of an earlier paperlake) or they fail their digest."""
+    try:
+        found = np.asarray(cache.read_record(folder / PROBE), dtype=np.float32)
+    except (FileNotFoundError, cache.Damaged, ValueError, TypeError):
+        return None
+    return found if found.ndim == 2 and len(found) == len(PROBE_TEXTS) else None
 
 
 def cpu_key() -> str:
@@ -506,18 +439,32 @@ def exported_encoder(
     """The model run at `precision` (a key of EXPORTED), exported now unless on disk.
 
     The load is checked against fp32 torch on PROBE_TEXTS (a few tenths of a second): a
-    reduced precision is judged on the CPU that runs it. A passed check is recorded in the
-    export, with the model's dimension, when `tokenizers` alone also tokenizes as the
-    model does: later processes then load it by `ready_encoder`, without torch.
+    reduced precision is judged on the CPU that runs it. An export on disk that cannot be
+    loaded, or whose vectors are not finite or stray, is made again once (a damaged file,
+    not the backend, is the likely cause). A passed check is recorded in the export, with
+    the model's dimension, when `tokenizers` alone also tokenizes as the model does: later
+    processes then load it by `ready_encoder`, without torch.
 
     Raises:
         RuntimeError: the vectors do not agree with fp32 torch within the bounds.
     """
     folder = export_folder(cache, EXPORTED[precision], weights_sha256)
+    exact = TorchEncoder(st).encode(list(PROBE_TEXTS), 4)
+    if folder.exists():
+        try:
+            if problem := verify_export(folder):
+                raise RuntimeError(problem)
+            encoder = LOADERS[precision](st_features(st), folder, threads)
+            mean, least = check_agreement(encoder, exact, precision, min_mean_cosine, min_cosine)
+        except Exception as exc:  # noqa: BLE001 - any failure of a file on disk: made again
+            log.warning("encoder: the %s export fails (%s): made again", precision, exc)
+            shutil.rmtree(folder, ignore_errors=True)
     if not folder.exists():
         export(st, path, EXPORTED[precision], folder, threads)
-    encoder = LOADERS[precision](st_features(st), folder, threads)
-    mean, least = check_agreement(encoder, st, precision, min_mean_cosine, min_cosine)
+        encoder = LOADERS[precision](st_features(st), folder, threads)
+        mean, least = check_agreement(encoder, exact, precision, min_mean_cosine, min_cosine)
+    if read_probe(folder) is None:  # an export made before probes were kept
+        write_probe(folder, exact)
     record = check_record(folder, precision)
     if not record.exists() and same_features(st, path):
         dim = int(encoder.encode([PROBE_TEXTS[0]], 1).shape[1])
@@ -560,6 +507,13 @@ def ready_encoder(
         dim = int(json.loads(record.read_text())["dim"])
     except (OSError, ValueError, KeyError, TypeError):
         return None
+    probe = read_probe(record.parent)
+    if probe is None:  # checked with torch once more, which keeps a probe
+        return None
+    if problem := verify_export(record.parent):
+        raise RuntimeError(f"the {precision} export is damaged: {problem}")
     encoder = LOADERS[precision](tokenizer_features(path), record.parent, threads)
     encoder.tokenizer = path  # fed by tokenizer.json alone: it takes `tokenize`'s tokens
+    # The short probes only: a damaged export gives NaN or stray vectors for them too.
+    check_agreement(encoder, probe[:2], f"{precision} export", MIN_MEAN_COSINE, MIN_COSINE)
     return encoder, dim

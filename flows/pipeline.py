@@ -24,7 +24,7 @@ from prefect import flow, task
 from prefect.cache_policies import NO_CACHE
 from prefect.states import Failed, State
 
-from flows import aggregate, embed, ingest, publish, validate, warm_runner
+from flows import aggregate, cache, embed, ingest, publish, validate, warm_runner
 from flows import dq as dq_page
 from flows import run_record as record
 from flows.cluster import cluster_workers, fan_out, on_workers
@@ -205,7 +205,7 @@ def aggregate_papers(
         if not previous:  # a search's lists, trimmed as an update leaves them
             found = aggregate.trim_lists(found, *kept)
         lists.save(ids, found)
-        other.path.unlink(missing_ok=True)  # one kind of list at a time: no stale ones
+        cache.drop(other.path)  # one kind of list at a time: no stale ones
         return found
 
     # Staged without the abstracts (the SQL that reads them reads `inputs["papers"]`, see

@@ -21,8 +21,7 @@ import duckdb
 import numpy as np
 import polars as pl
 
-from flows import data_path
-from flows.files import write_atomically, write_cache_parquet
+from flows import cache, data_path
 from flows.lake import (
     LAKE,
     attach,
@@ -636,12 +635,18 @@ class PublishedRows:
         return {"catalog": self.catalog, "snapshot": snapshot, "time": at, "polars": pl.__version__}
 
     def load(self, con: duckdb.DuckDBPyConnection) -> dict[str, pl.DataFrame] | None:
-        """The hashes of every keyed table, if they are those of the latest snapshot."""
+        """The hashes of every keyed table, if they are those of the latest snapshot (and
+        pass their seals: else they are dropped, and the plan reads the catalog)."""
         try:
-            if json.loads(self.stamp_path.read_text()) != self.stamp(con):
+            if cache.read_record(self.stamp_path) != self.stamp(con):
                 return None
-            return {name: pl.read_parquet(self.folder / f"{name}.parquet") for name in TABLE_KEYS}
-        except (OSError, ValueError, TypeError, pl.exceptions.PolarsError):
+            return {
+                name: cache.read_parquet(self.folder / f"{name}.parquet") for name in TABLE_KEYS
+            }
+        except FileNotFoundError:
+            return None
+        except cache.Damaged as damage:
+            cache.dropped(damage, "the publish is planned against the catalog", self.stamp_path)
             return None
 
     def save(self, con: duckdb.DuckDBPyConnection, hashes: dict[str, pl.DataFrame]) -> None:
@@ -651,9 +656,8 @@ class PublishedRows:
         try:
             self.stamp_path.unlink(missing_ok=True)
             for name in TABLE_KEYS:
-                write_cache_parquet(self.folder / f"{name}.parquet", hashes[name])
-            stamp = json.dumps(self.stamp(con))
-            write_atomically(self.stamp_path, lambda tmp: tmp.write_text(stamp))
+                cache.write_parquet(self.folder / f"{name}.parquet", hashes[name])
+            cache.write_record(self.stamp_path, self.stamp(con))
         except OSError as exc:
             logging.getLogger("paperlake").warning("row hashes not kept: %s", exc)
 
@@ -686,17 +690,19 @@ class PublishedDigests:
     def load(self, con: duckdb.DuckDBPyConnection) -> dict[str, str]:
         """The digests, if they are those of the latest snapshot; else none."""
         try:
-            kept = json.loads(self.path.read_text())
+            kept = cache.read_record(self.path)
             return kept["digests"] if kept["stamp"] == self.rows.stamp(con) else {}
-        except (OSError, ValueError, TypeError, KeyError):
+        except FileNotFoundError:
+            return {}
+        except (cache.Damaged, TypeError, KeyError) as exc:
+            damage = exc if isinstance(exc, cache.Damaged) else cache.Damaged(self.path, repr(exc))
+            cache.dropped(damage, "each table is compared with the catalog")
             return {}
 
     def save(self, con: duckdb.DuckDBPyConnection, digests: dict[str, str]) -> None:
         """Keep `digests`, of the tables just committed on `con` under the run lock."""
         try:
-            text = json.dumps({"stamp": self.rows.stamp(con), "digests": digests})
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            write_atomically(self.path, lambda tmp: tmp.write_text(text))
+            cache.write_record(self.path, {"stamp": self.rows.stamp(con), "digests": digests})
         except OSError as exc:
             logging.getLogger("paperlake").warning("table digests not kept: %s", exc)
 
@@ -709,12 +715,11 @@ def restamp(path: Path, before: dict, now: dict, field: str | None = None) -> No
     """Replace the stamp `before` in the JSON file `path` (the whole file, or its `field`)
     by `now`; a file that holds another stamp, or none, is left as it is."""
     try:
-        kept = json.loads(path.read_text())
+        kept = cache.read_record(path)
         if (kept[field] if field else kept) != before:
             return
-        text = json.dumps({**kept, field: now} if field else now)
-        write_atomically(path, lambda tmp: tmp.write_text(text))
-    except (OSError, ValueError, TypeError, KeyError):
+        cache.write_record(path, {**kept, field: now} if field else now)
+    except (OSError, cache.Damaged, TypeError, KeyError):
         return
 
 
@@ -888,10 +893,9 @@ def compact_locked(settings: Settings, remove_after: int | None) -> Compaction:
         version = max(published_versions(con), default=None)
     finally:
         con.close()
-    text = json.dumps({"catalog": catalog_name(settings), "version": version})
     with contextlib.suppress(OSError):  # a record not kept: the next run compacts again
-        rows.folder.mkdir(parents=True, exist_ok=True)
-        write_atomically(rows.folder / COMPACTED, lambda tmp: tmp.write_text(text))
+        record = {"catalog": catalog_name(settings), "version": version}
+        cache.write_record(rows.folder / COMPACTED, record)
     return Compaction(version, before, after, removed)
 
 
@@ -907,8 +911,8 @@ def compact_when_due(settings: Settings, version: int) -> Compaction | None:
     if settings.compact_every <= 0:
         return None
     last = 0
-    with contextlib.suppress(OSError, ValueError, TypeError, KeyError):
-        kept = json.loads((PublishedRows(settings).folder / COMPACTED).read_text())
+    with contextlib.suppress(OSError, cache.Damaged, TypeError, KeyError):
+        kept = cache.read_record(PublishedRows(settings).folder / COMPACTED)
         if kept["catalog"] == catalog_name(settings):
             last = int(kept["version"] or 0)
     if version - last < settings.compact_every:

@@ -20,6 +20,7 @@ import importlib.util
 import json
 import logging
 import os
+import shutil
 import sys
 import threading
 from collections.abc import Callable
@@ -29,7 +30,15 @@ from pathlib import Path
 
 import numpy as np
 
-from flows.encoders import export_folder, load_tokenizer
+from flows.encoder_graphs import PROBE_TEXTS, verify_export
+from flows.encoders import (
+    MIN_COSINE,
+    MIN_MEAN_COSINE,
+    check_agreement,
+    export_folder,
+    load_tokenizer,
+    read_probe,
+)
 from flows.settings import encoder_cache
 
 log = logging.getLogger("paperlake")
@@ -184,23 +193,65 @@ def load_query_encoder(model: str) -> QueryEncoder:
     digest = weights_digest(path, cache)
     # An export already made (by a run: OpenVINO) before making one (torch, once a machine).
     backends.sort(key=lambda b: not (export_folder(cache, b, digest) / RUNNERS[b][0]).is_file())
+    config = read_json(path / "sentence_bert_config.json")
     failures = []
     for backend in backends:
         folder = export_folder(cache, backend, digest)
         try:
-            if not (folder / RUNNERS[backend][0]).is_file():
-                make_export(model, path, backend, folder)
-            inputs, run = RUNNERS[backend][1](folder)
-            break
+            return checked_encoder(model, path, backend, folder, config)
         except Exception as exc:  # an optional backend that fails: the next may work
             failures.append(f"{backend}: {type(exc).__name__}: {exc}")
             log.warning("encoder: no %s query encoder (%s)", backend, failures[-1])
-    else:
-        raise RuntimeError("no query encoder: " + "; ".join(failures))
-    config = read_json(path / "sentence_bert_config.json")
-    return QueryEncoder(
-        load_tokenizer(path), inputs, run, backend, lowercase=bool(config.get("do_lower_case"))
-    )
+    raise RuntimeError("no query encoder: " + "; ".join(failures))
+
+
+def checked_encoder(
+    model: str, path: Path, backend: str, folder: Path, config: dict
+) -> QueryEncoder:
+    """The query encoder of the export in `folder` (`loaded_encoder`); an export that
+    fails is made again, once.
+
+    Raises:
+        RuntimeError (or the backend's error): the export, made again, still fails.
+    """
+    try:
+        return loaded_encoder(model, path, backend, folder, config)
+    except Exception as exc:  # noqa: BLE001 - a damaged file on disk: made again
+        log.warning("encoder: the %s export fails (%s): made again", backend, exc)
+        shutil.rmtree(folder, ignore_errors=True)
+    return loaded_encoder(model, path, backend, folder, config)
+
+
+def loaded_encoder(
+    model: str, path: Path, backend: str, folder: Path, config: dict
+) -> QueryEncoder:
+    """The export in `folder` (made first where there is none) as a query encoder, its
+    vectors of the probe texts checked against those the export keeps (`read_probe`), or
+    only for being finite where it keeps none."""
+    if not (folder / RUNNERS[backend][0]).is_file():
+        make_export(model, path, backend, folder)
+    if problem := verify_export(folder):
+        raise RuntimeError(f"the {backend} export is damaged: {problem}")
+    inputs, run = RUNNERS[backend][1](folder)
+    lowercase = bool(config.get("do_lower_case"))
+    encoder = QueryEncoder(load_tokenizer(path), inputs, run, backend, lowercase=lowercase)
+    probe = read_probe(folder)
+    if probe is not None:
+        name = f"{backend} export"
+        check_agreement(QueryTexts(encoder), probe[:2], name, MIN_MEAN_COSINE, MIN_COSINE)
+    elif not np.isfinite(encoder.encode(list(PROBE_TEXTS[:1]))).all():
+        raise RuntimeError(f"the {backend} export gives vectors that are not finite")
+    return encoder
+
+
+@dataclass(frozen=True)
+class QueryTexts:
+    """A query encoder as `encoders.check_agreement` calls an encoder."""
+
+    encoder: QueryEncoder
+
+    def encode(self, texts: list[str], batch_size: int) -> np.ndarray:
+        return self.encoder.encode(texts)
 
 
 def encode_queries(texts: list[str], model: str) -> np.ndarray:

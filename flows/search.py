@@ -20,6 +20,7 @@ import duckdb
 import numpy as np
 import polars as pl
 
+from flows import cache
 from flows.lake import LAKE, connect, read_sql
 from flows.settings import PACKAGED_MODEL, Settings
 
@@ -92,11 +93,23 @@ def build_keyword_index(con: duckdb.DuckDBPyConnection, path: Path) -> Path:
 
 
 def keyword_index(con: duckdb.DuckDBPyConnection, settings: Settings) -> Path:
-    """The keyword index file of the attached version, built on first use."""
+    """The keyword index file of the attached version, built on first use, and built again
+    (with a warning) where the file cannot be opened or holds another count of papers."""
     path = index_path(settings, current_version(con))
     if not path.exists():
-        build_keyword_index(con, path)
-    return path
+        return build_keyword_index(con, path)
+    papers = con.execute("select count(*) from papers").fetchone()[0]
+    try:
+        with contextlib.closing(duckdb.connect(str(path), read_only=True)) as index:
+            indexed = index.execute("select count(*) from docs").fetchone()[0]
+    except duckdb.Error as exc:
+        reason = " ".join(str(exc).split())
+    else:
+        if indexed == papers:
+            return path
+        reason = f"{indexed} papers indexed where the version holds {papers}"
+    cache.warn(cache.Damaged(path, reason), "built again")
+    return build_keyword_index(con, path)
 
 
 ATTACHED = itertools.count(1)  # a fresh name for each attach of a keyword index

@@ -27,8 +27,7 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from flows import tables
-from flows.files import write_atomically, write_cache_parquet
+from flows import cache, tables
 from flows.lake import read_sql
 from flows.settings import EXPECTATIONS_DIR, package_version
 
@@ -300,20 +299,34 @@ class RowMemo:
         return cls(folder / f"{table}-{hashlib.sha256(text.encode()).hexdigest()[:16]}")
 
     def rows(self) -> pl.DataFrame:
+        """The rows checked before and the expectations each failed; none where the memo
+        is missing or fails its checks (then it is dropped: every row is checked again)."""
         empty = pl.DataFrame(schema={"row_hash": pl.UInt64, "failed": pl.List(pl.UInt16)})
         if self.path is None or not self.path.with_suffix(".json").exists():
             return empty
         try:
-            rows = pl.read_parquet(self.path.with_suffix(".parquet"))
-        except (OSError, pl.exceptions.PolarsError):
+            return cache.read_parquet(self.path.with_suffix(".parquet"), check_memo_rows)
+        except FileNotFoundError:
             return empty
-        return rows
+        except cache.Damaged as damage:
+            self.drop(damage)
+            return empty
 
     def fields(self) -> list[dict] | None:
-        try:
-            return json.loads(self.path.with_suffix(".json").read_text()) if self.path else None
-        except (OSError, ValueError):
+        if self.path is None:
             return None
+        try:
+            found = cache.read_record(self.path.with_suffix(".json"))
+        except FileNotFoundError:
+            return None
+        except cache.Damaged as damage:
+            self.drop(damage)
+            return None
+        return found if isinstance(found, list) else None
+
+    def drop(self, damage: cache.Damaged) -> None:
+        paths = (self.path.with_suffix(".parquet"), self.path.with_suffix(".json"))
+        cache.dropped(damage, "every row of the table is checked again", *paths)
 
     def write(self, rows: pl.DataFrame, fields: list[dict]) -> None:
         """Keep `rows` and `fields` as the table's only memo (each file written whole)."""
@@ -324,9 +337,17 @@ class RowMemo:
         for old in self.path.parent.glob(f"{table}-*"):
             if old.stem != self.path.name:
                 old.unlink(missing_ok=True)
-        write_cache_parquet(self.path.with_suffix(".parquet"), rows)
-        text = json.dumps(fields)
-        write_atomically(self.path.with_suffix(".json"), lambda tmp: tmp.write_text(text))
+        cache.write_parquet(self.path.with_suffix(".parquet"), rows)
+        cache.write_record(self.path.with_suffix(".json"), fields)
+
+
+def check_memo_rows(rows: pl.DataFrame) -> str | None:
+    """Why a row memo cannot be trusted (a row hash missing or twice); None where it can."""
+    if {"row_hash", "failed"} - set(rows.columns):
+        return f"columns {rows.columns}"
+    if rows["row_hash"].null_count() or rows["row_hash"].n_unique() != rows.height:
+        return "row hashes missing or twice"
+    return None
 
 
 class GxProject:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import shutil
 
 import numpy as np
@@ -10,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from flows import aggregate
+from flows import aggregate, cache
 from flows.lake import connect, read_sql
 from flows.pipeline import staged
 from flows.settings import Settings
@@ -1206,43 +1207,38 @@ def test_label_means_are_each_labels_normalised_mean():
         assert np.allclose(mean, expected / np.linalg.norm(expected), atol=1e-6)
 
 
-def test_caches_of_the_earlier_layout_are_taken_over_not_made_again(tmp_path, monkeypatch):
-    """Lists kept in no set order are put best first by a sort, and lists kept whole are
-    trimmed; the one file of per-paper rows becomes the first whole of its folder; none is
-    searched or read again."""
+def test_kept_lists_and_rows_that_fail_their_checks_are_dropped_and_made_again(
+    tmp_path, monkeypatch, caplog
+):
+    """Lists naming a neighbour that is none of their papers, or a score that is no cosine,
+    are not updated but searched again; a damaged file of per-paper rows makes every
+    paper's rows be computed again; each costs one warning."""
     lists = aggregate.NeighbourLists(tmp_path, "model:weights:fp32", 32, 1, 0.85)
-    found = pl.DataFrame(
-        {
-            "paper_id": ["b", "a", "b", "a"],
-            "neighbor_id": ["a", "c", "c", "b"],
-            "score": [0.2, 0.1, 0.9, 0.8],
-        }  # fmt: skip
-    )
-    (best_first, _), (unordered, _) = lists.earlier
-    found.write_parquet(unordered)
-    stored, ids = lists.load()
-    assert stored.rows() == [("a", "b", 0.8), ("b", "c", 0.9)]  # the top 1 of each
-    assert sorted(ids) == ["a", "b"]
-    found.sort("paper_id", "score", descending=[False, True]).write_parquet(best_first)
-    assert lists.load()[0].rows() == stored.rows()  # the newer of the two is read
-    lists.save(["a", "b", "c"], stored)
-    assert not best_first.exists() and not unordered.exists()
-    assert lists.load()[0].equals(stored)
+    found = pl.DataFrame({"paper_id": ["a", "b"], "neighbor_id": ["b", "a"], "score": [0.8, 0.8]})
+    lists.save(["a", "b"], found)
+    assert lists.load()[0].equals(found)
+    for bad in (found.with_columns(neighbor_id=pl.Series(["b", "z"])),
+                found.with_columns(score=pl.Series([0.8, 1.5]))):  # fmt: skip
+        cache.write_parquet(lists.path, bad)  # sealed: only its content is wrong
+        with caplog.at_level(logging.WARNING):
+            assert lists.load() is None
+        assert not lists.path.exists()
+    said = [r.getMessage() for r in caplog.records]
+    assert "1 neighbours that are none of its papers" in said[0]
+    assert "scores that are not cosines" in said[1] and len(said) == 2
 
     every = corpus_papers(30)
     aggregated(every.head(25), tmp_path / "rows")
-    for folder in [f for f in (tmp_path / "rows").iterdir() if f.is_dir()]:
-        whole = pl.concat([pl.read_parquet(p) for p in sorted(folder.glob("*.parquet"))])
-        shutil.rmtree(folder)
-        whole.write_parquet(folder.with_suffix(".parquet"))  # as an earlier run left it
+    part = sorted((tmp_path / "rows").glob("*/part-*.parquet"))[0]
+    part.write_bytes(part.read_bytes()[:100])
     read = papers_read(monkeypatch)
-    taken_over = aggregated(every, tmp_path / "rows")
-    assert read == [[f"p{i}" for i in range(25, 30)]] * 2  # tokens, then mentions
-    assert taken_over == aggregated(every)
-    folders = sorted(f for f in (tmp_path / "rows").iterdir() if f.is_dir())
-    assert [sorted(p.name for p in f.iterdir()) for f in folders] == [
-        ["part-000001.parquet", "whole-000000.parquet"]
-    ] * 2
+    caplog.clear()
+    with caplog.at_level(logging.WARNING):
+        again = aggregated(every, tmp_path / "rows")
+    assert [r.getMessage().split(" is damaged")[0] for r in caplog.records] == [f"cache: {part}"]
+    assert sorted(map(sorted, read)) == [[f"p{i:02d}" for i in range(30)],
+                                         [f"p{i}" for i in range(25, 30)]]  # fmt: skip
+    assert again == aggregated(every)
 
 
 def test_exact_scores_are_the_same_bits_whatever_the_block_or_threads():

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -72,7 +73,13 @@ def test_export_agrees_with_fp32_torch_on_the_sample(fp32, export_cache, precisi
     folder = encoders.export_folder(export_cache, backend, fp32[1].weights_sha256)
     files = sorted(p.name for p in folder.iterdir() if not p.name.startswith("checked-"))
     assert files == (
-        ["compiled", "model.bin", "model.xml"] if backend == "openvino" else ["model.onnx"]
+        ["compiled", "model.bin", "model.xml", "probe.json"]
+        if backend == "openvino"
+        else ["model.onnx", "probe.json"]
+    )
+    # fp32 torch's vectors of the probe texts, against which later loads are checked.
+    np.testing.assert_allclose(
+        encoders.read_probe(folder), fp32[0].encode(list(encoders.PROBE_TEXTS), 4), atol=1e-6
     )
     if backend == "openvino":  # the compiled model, loaded from here by the next process
         assert {p.suffix for p in (folder / "compiled").iterdir()} == {".blob"}
@@ -237,3 +244,65 @@ def test_token_limit_without_max_seq_length_is_the_models_own(tmp_path):
     assert encoders.max_seq_length(tmp_path) == 512
     (tmp_path / "sentence_bert_config.json").write_text('{"max_seq_length": 256}')
     assert encoders.max_seq_length(tmp_path) == 256
+
+
+def damage_export(folder: Path, how: str) -> None:
+    """The export's weights garbled in the middle, or cut short."""
+    weights = folder / ("model.bin" if (folder / "model.bin").exists() else "model.onnx")
+    data = bytearray(weights.read_bytes())
+    if how == "garbled":
+        middle = len(data) // 2
+        data[middle : middle + 4096] = b"\xff" * 4096  # NaN as float32
+    else:
+        del data[len(data) // 2 :]
+    weights.write_bytes(bytes(data))
+
+
+@pytest.mark.parametrize("how", ["garbled", "truncated"])
+def test_a_damaged_export_is_made_again_not_trusted_nor_left_for_torch(
+    fp32, export_cache, tmp_path, monkeypatch, caplog, how
+):
+    """A run loads a checked export without torch; a damaged one gives NaN or stray vectors
+    (or does not load): it is made again, and the run's vectors are the export's own."""
+    pytest.importorskip("openvino")
+    exported(fp32, "openvino-fp32", export_cache)
+    cache = tmp_path / "encoders"
+    shutil.copytree(export_cache, cache)
+    folder = encoders.export_folder(cache, "openvino", fp32[1].weights_sha256)
+    shutil.rmtree(folder / "compiled")
+    damage_export(folder, how)
+    monkeypatch.setenv("PAPERLAKE_ENCODER_CACHE", str(cache))
+    embed.load_model.cache_clear()
+    try:
+        with caplog.at_level(logging.WARNING, logger="paperlake"):
+            encoder, info = embed.load_model(embed.PACKAGED_MODEL, "cpu", "openvino-fp32")
+        texts = sample_texts()[:6]
+        vectors = encoder.encode(texts, 4)
+    finally:
+        embed.load_model.cache_clear()
+    assert isinstance(encoder, encoders.GraphEncoder) and info.precision == "openvino-fp32"
+    assert "export fails" in caplog.text and "made again" in caplog.text
+    assert np.isfinite(vectors).all()
+    cosine = np.sum(unit(vectors) * unit(fp32[0].encode(texts, 4)), axis=1)
+    assert cosine.min() >= encoders.MIN_COSINE
+
+
+def test_a_damaged_query_export_is_made_again(fp32, export_cache, tmp_path, monkeypatch, caplog):
+    pytest.importorskip("onnxruntime")
+    from flows import query_encoder
+
+    exported(fp32, "onnx-fp32", export_cache)
+    cache = tmp_path / "encoders"
+    shutil.copytree(export_cache, cache)
+    shutil.rmtree(encoders.export_folder(cache, "openvino", fp32[1].weights_sha256))
+    damage_export(encoders.export_folder(cache, "onnxruntime", fp32[1].weights_sha256), "garbled")
+    monkeypatch.setenv("PAPERLAKE_ENCODER_CACHE", str(cache))
+    query_encoder.load_query_encoder.cache_clear()
+    try:
+        with caplog.at_level(logging.WARNING, logger="paperlake"):
+            vectors = query_encoder.encode_queries(sample_texts()[:3], embed.PACKAGED_MODEL)
+    finally:
+        query_encoder.load_query_encoder.cache_clear()
+    assert "the onnxruntime export fails" in caplog.text
+    cosine = np.sum(vectors * unit(fp32[0].encode(sample_texts()[:3], 4)), axis=1)
+    assert np.isfinite(cosine).all() and cosine.min() >= encoders.MIN_COSINE

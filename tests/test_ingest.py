@@ -184,9 +184,10 @@ def test_sample_files():
 def test_a_digest_memo_reads_a_file_again_only_when_its_stat_changed(tmp_path, monkeypatch):
     from flows.ingest import paths
 
+    big = "ICLR 2026 Papers\n\n" + "an abstract of many words " * 10_000  # past 2 EDGE
     old, fresh = tmp_path / "old.txt", tmp_path / "fresh.txt"
-    old.write_text("ICLR 2026 Papers\n\nan abstract")
-    fresh.write_text("written just now")
+    old.write_text(big)
+    fresh.write_text(big + "written just now")
     os.utime(old, ns=(time.time_ns() - 60_000_000_000,) * 2)  # a minute ago
     memo = paths.DigestMemo(tmp_path)
     expected = {p: paths.file_digest(p) for p in (old, fresh)}
@@ -205,15 +206,20 @@ def test_a_digest_memo_reads_a_file_again_only_when_its_stat_changed(tmp_path, m
     # The old file is known; the fresh one was written within the racy window: read again.
     assert read == [fresh]
     # Same size, another time: read again, and the new hash is what it gives.
-    old.write_text("ICLR 2026 Papers\n\nan abstrakt")
+    old.write_text(big.replace("an abstract", "an abstrakt", 1))
     os.utime(old, ns=(time.time_ns() - 30_000_000_000,) * 2)
     changed = paths.DigestMemo(tmp_path).digest(old)
     assert read == [fresh, old] and changed[0] != expected[old][0]
+    # A small file is hashed whole each time: its edges are the whole of it.
+    small = write(tmp_path / "small.txt", "ICLR 2026 Papers\n\nan abstract")
+    os.utime(small, ns=(time.time_ns() - 60_000_000_000,) * 2)
+    paths.DigestMemo(tmp_path).digest(small)
+    assert read[-1] == small
     # Saving keeps only the files read since the memo was opened.
     only_fresh = paths.DigestMemo(tmp_path)
     only_fresh.digest(fresh)
     only_fresh.save()
-    kept = json.loads((tmp_path / paths.DigestMemo.NAME).read_text())
+    kept = json.loads((tmp_path / paths.DigestMemo.NAME).read_text())["record"]
     assert list(kept) == [str(fresh.resolve())]
     # try_digest takes the memo and still names a file it cannot read.
     sha, size, error = paths.try_digest(tmp_path / "gone.txt", paths.DigestMemo(tmp_path))

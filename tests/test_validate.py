@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from flows import validate
+from flows import cache, validate
 from flows.settings import EXPECTATIONS_DIR
 
 PARAMS = {
@@ -266,14 +266,14 @@ def test_the_memo_is_one_row_per_hash_in_any_order_with_the_failures_it_saw(tmp_
     [path] = memo.glob("papers-*.parquet")
     rows = pl.read_parquet(path)
     assert rows["row_hash"].n_unique() == rows.height == 40
-    fields = json.loads(path.with_suffix(".json").read_text())
+    fields = cache.read_record(path.with_suffix(".json"))
     [venue_check] = [i for i, f in enumerate(fields) if f["column"] == "venue"]
     assert rows.filter(pl.col("failed").list.contains(venue_check)).height == 2
     venue = first.filter(pl.col("column_name") == "venue")
     assert venue.select("unexpected_count", "unexpected_ids").to_dicts() == [
         {"unexpected_count": 3, "unexpected_ids": ["0000000000000001", "0000000000000009"]}
     ]
-    rows.reverse().write_parquet(path)  # the same rows in another order
+    cache.write_parquet(path, rows.reverse())  # the same rows in another order, sealed
     again = validate.Validator(tmp_path / "gx", "again", memo)
     assert comparable(again.validate("papers", frame, PARAMS)) == comparable(first)
     assert not again.ran_gx

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import shutil
 from collections.abc import Sequence
@@ -11,6 +10,7 @@ from pathlib import Path
 
 import polars as pl
 
+from flows import cache as sealed
 from flows.ingest.metadata import metadata_from_path
 from flows.ingest.model import (
     INGEST_VERSION,
@@ -35,7 +35,7 @@ class PartWriter:
             return
         self.folder.mkdir(parents=True, exist_ok=True)
         name = f"records-{len(self.names):05d}.parquet"
-        frame.write_parquet(self.folder / name)
+        sealed.write_parquet(self.folder / name, frame, whole=False)
         self.names.append(name)
 
     def discard(self) -> None:
@@ -72,22 +72,62 @@ class ParseCache:
     def load(
         self, source: SourceFile, override: FileOverride = NO_OVERRIDE, parts: Sequence[str] = ()
     ) -> tuple[SourceFile, list[Path], pl.DataFrame] | None:
-        """The cached sources row, record parts and rejects of a file version, if any."""
+        """The cached sources row, record parts and rejects of a file version, if any.
+
+        The entry is checked first (its index's digest, each part's seal, the rows of its
+        parts and rejects against the counts of its sources row): a damaged entry is
+        dropped with a warning and the file parsed again (None)."""
         key = self.key(source.sha256, override, parts)
         meta = self.folder / f"{key}.json"
-        if not meta.exists():
+        try:
+            cached, names, rejects = self.checked(meta, self.folder / key, source.sha256)
+        except FileNotFoundError:
             return None
-        spec = json.loads(meta.read_text())
-        names = spec.pop("parts")
-        cached = SourceFile(**spec)
+        except sealed.Damaged as damage:
+            sealed.dropped(damage, f"{source.path} is parsed again", meta, self.folder / key)
+            return None
         cached.path = source.path
         if cached.rejected:
-            rejects = pl.read_parquet(self.folder / key / "rejects.parquet").with_columns(
-                source_path=pl.lit(source.path)
-            )
-        else:  # not read: most files reject nothing, and a folder may hold thousands
-            rejects = NO_REJECTS
+            rejects = rejects.with_columns(source_path=pl.lit(source.path))
         return cached, [self.folder / key / n for n in names], rejects
+
+    @staticmethod
+    def checked(
+        meta: Path, folder: Path, sha256: str
+    ) -> tuple[SourceFile, list[str], pl.DataFrame]:
+        """An entry's sources row, part names and rejects, checked (`load`).
+
+        Raises:
+            FileNotFoundError: no entry (its index is written last).
+            Damaged: what fails.
+        """
+        spec = sealed.read_record(meta)
+        try:
+            names = list(spec.pop("parts"))
+            cached = SourceFile(**spec)
+        except (AttributeError, KeyError, TypeError) as exc:
+            raise sealed.Damaged(meta, f"not a sources row: {exc}") from None
+        if cached.sha256 != sha256:
+            raise sealed.Damaged(meta, f"the parse of another file version ({cached.sha256})")
+        try:
+            rows = sum(sealed.verify(folder / name)["rows"] for name in names)
+        except FileNotFoundError as exc:
+            raise sealed.Damaged(meta, f"a part is missing: {exc}") from None
+        if rows != cached.accepted:
+            raise sealed.Damaged(meta, f"{rows} records where {cached.accepted} were accepted")
+        if (
+            not cached.rejected
+        ):  # not read: most files reject nothing, and a folder may hold thousands
+            return cached, names, NO_REJECTS
+
+        def counted(frame: pl.DataFrame) -> str | None:
+            return None if frame.height == cached.rejected else f"{frame.height} rejects"
+
+        try:
+            rejects = sealed.read_parquet(folder / "rejects.parquet", counted)
+        except FileNotFoundError:
+            raise sealed.Damaged(meta, "its rejects are missing") from None
+        return cached, names, rejects
 
     def writer(
         self, sha256: str, override: FileOverride = NO_OVERRIDE, parts: Sequence[str] = ()
@@ -108,11 +148,9 @@ class ParseCache:
         key = self.key(source.sha256, override, parts)
         target = self.folder / key
         writer.folder.mkdir(parents=True, exist_ok=True)
-        rejects.write_parquet(writer.folder / "rejects.parquet")
+        sealed.write_parquet(writer.folder / "rejects.parquet", rejects, whole=False)
         shutil.rmtree(target, ignore_errors=True)
         os.replace(writer.folder, target)
         spec = {k: v for k, v in vars(source).items() if k != "cached"} | {"parts": writer.names}
-        tmp = self.folder / f"{key}.json.tmp"
-        tmp.write_text(json.dumps(spec))
-        os.replace(tmp, self.folder / f"{key}.json")
+        sealed.write_record(self.folder / f"{key}.json", spec)
         return [target / n for n in writer.names]
