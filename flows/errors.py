@@ -30,3 +30,7 @@ class DataPathTaken(WarehouseError):
 
 class CatalogDamaged(WarehouseError):
     """The catalog cannot be read: a damaged file or database, not a lock."""
+
+
+class DataFileDamaged(WarehouseError):
+    """A data file a version reads is missing or cannot be read."""

@@ -19,7 +19,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 import duckdb
 
-from flows import data_path
+from flows import damage, data_path
 from flows.errors import CatalogUnreachable, QueryRefused, WarehouseBusy, WarehouseError
 from flows.settings import SQL_DIR, Settings
 
@@ -258,9 +258,12 @@ def attach(
     else:
         settings.warehouse.mkdir(parents=True, exist_ok=True)
         attach_file(con, statement, settings.catalog_path)
-    if exists:  # its files are read from the data path: they must be its own
-        data_path.check_owner(con, LAKE, settings, catalog_name(settings))
-    con.execute(f"USE {LAKE}")
+    try:
+        if exists:  # its files are read from the data path: they must be its own
+            data_path.check_owner(con, LAKE, settings, catalog_name(settings))
+        con.execute(f"USE {LAKE}")
+    except duckdb.Error as exc:  # the catalog's tables read when first used
+        raise damage.told(exc, catalog_name(settings)) or exc from None
 
 
 def attach_file(con: duckdb.DuckDBPyConnection, statement: str, catalog: Path) -> None:
@@ -271,9 +274,10 @@ def attach_file(con: duckdb.DuckDBPyConnection, statement: str, catalog: Path) -
         try:
             con.execute(statement)
             return
-        except duckdb.IOException as exc:
-            if "lock" not in str(exc).lower():
-                raise WarehouseError(f"cannot open catalog {catalog}: {exc}") from None
+        except duckdb.Error as exc:
+            if not damage.is_lock(exc):
+                told = damage.told(exc, str(catalog))
+                raise told or WarehouseError(f"cannot open catalog {catalog}: {exc}") from None
             if time.monotonic() > deadline:
                 raise WarehouseBusy(
                     f"catalog {catalog} is still in use after {ATTACH_WAIT_SECONDS} s "

@@ -9,15 +9,18 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import functools
 import logging
 import os
 import sys
-from typing import Annotated
+from collections.abc import Callable
+from typing import Annotated, Any
 
 import typer
 
-from flows.cli import explore, pages, run, versions, web
-from flows.cli.output import out
+from flows import damage
+from flows.cli import doctor, explore, pages, run, versions, web
+from flows.cli.output import fail, out
 from flows.cli.run import print_summary
 from flows.settings import configure_environment, package_version
 
@@ -52,19 +55,41 @@ def root(
     configure_environment()
 
 
-app.command()(run.run)
-app.command(name="validate")(run.validate_raw)
-app.command()(explore.search)
-app.command()(explore.similar)
-app.command()(versions.versions)
-app.command()(explore.query)
-app.command()(versions.diff)
-app.command()(versions.checksum)
-app.command()(versions.compact)
-app.command()(pages.report)
-app.command(name="dq", help=pages.DQ_HELP)(pages.data_quality)
-app.command()(web.explore)
-app.command()(run.serve)
+def reports_damage(command: Callable[..., Any]) -> Callable[..., Any]:
+    """Run `command`; a DuckDB error that tells of a damaged warehouse (a data file gone,
+    a damaged catalog: `damage.told`) ends it with that one line, not a traceback."""
+
+    @functools.wraps(command)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return command(*args, **kwargs)
+        except Exception as exc:
+            duckdb = sys.modules.get("duckdb")  # only a command that loaded it can meet it
+            told = damage.told(exc) if duckdb and isinstance(exc, duckdb.Error) else None
+            if told is None:
+                raise
+            fail(str(told))
+
+    return wrapper
+
+
+for command, name in (
+    (run.run, None),
+    (run.validate_raw, "validate"),
+    (explore.search, None),
+    (explore.similar, None),
+    (versions.versions, None),
+    (explore.query, None),
+    (versions.diff, None),
+    (versions.checksum, None),
+    (versions.compact, None),
+    (doctor.doctor, None),
+    (pages.report, None),
+    (web.explore, None),
+    (run.serve, None),
+):
+    app.command(name=name)(reports_damage(command))
+app.command(name="dq", help=pages.DQ_HELP)(reports_damage(pages.data_quality))
 
 
 def main() -> None:

@@ -1,0 +1,112 @@
+"""Damage told apart from locks, named in one line, checked and mended by paperlake doctor."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import time
+
+import pytest
+from typer.testing import CliRunner
+
+from flows import doctor, history
+from flows.cli import app
+from flows.errors import CatalogDamaged
+from flows.lake import open_lake, published_versions
+from flows.settings import Settings
+
+
+def said(result) -> str:
+    """A command's output as one line (the console wraps it at the terminal's width)."""
+    return " ".join(result.output.split())
+
+
+@pytest.fixture
+def copy(sample_run, tmp_path) -> Settings:
+    target = tmp_path / "warehouse"
+    shutil.copytree(sample_run.settings.warehouse, target)
+    return Settings(warehouse=target, raw=sample_run.settings.raw)
+
+
+def garble(path, at: int, size: int = 4096) -> None:
+    data = bytearray(path.read_bytes())
+    data[at : at + size] = os.urandom(size)
+    path.write_bytes(bytes(data))
+
+
+@pytest.mark.parametrize(
+    "damage",
+    ["header garbled", "blocks garbled", "truncated", "not a database"],
+)
+def test_a_damaged_catalog_is_told_apart_from_a_lock_at_once(copy, damage):
+    catalog = copy.catalog_path
+    if damage == "header garbled":
+        garble(catalog, 0)
+    elif damage == "blocks garbled":
+        for at in range(64 << 10, catalog.stat().st_size, 32 << 10):
+            garble(catalog, at, 512)
+    elif damage == "truncated":
+        catalog.write_bytes(catalog.read_bytes()[:100_000])
+    else:
+        catalog.write_text("hello")
+    started = time.monotonic()
+    with (
+        pytest.raises(CatalogDamaged, match="is damaged .*restore it from a backup"),
+        open_lake(copy) as con,
+    ):
+        con.execute("select count(*) from papers, topics, neighbors").fetchone()
+    assert time.monotonic() - started < 10  # never the 60 s wait for a lock
+    for command in (["versions"], ["query", "select count(*) from papers"], ["doctor"]):
+        shown = CliRunner().invoke(app, [*command, "-w", str(copy.warehouse)])
+        assert shown.exit_code == 1, command
+        assert "damaged" in said(shown) and "Traceback" not in shown.output, command
+
+
+def test_a_missing_data_file_is_named_then_mended_by_doctor(prefect_server, copy):
+    before = history.checksums(copy)
+    (lost,) = [p for p in (copy.warehouse / "data" / "main" / "topics").glob("*.parquet")]
+    lost.unlink()
+    for command in (["checksum"], ["search", "diffusion language models", "-k", "1"]):
+        shown = CliRunner().invoke(app, [*command, "-w", str(copy.warehouse)])
+        assert shown.exit_code == 1 and "Traceback" not in shown.output, command
+        assert f"{lost.name} is missing: run `paperlake doctor`" in said(shown), command
+
+    up = doctor.check(copy)
+    assert [(f.kind, f.table, f.versions, f.problem) for f in up.findings] == [
+        ("data file", "topics", (1,), "missing")
+    ]
+    shown = CliRunner().invoke(app, ["doctor", "-w", str(copy.warehouse)])
+    assert shown.exit_code == 1 and "doctor --repair" in said(shown)
+
+    shown = CliRunner().invoke(app, ["doctor", "--repair", "-w", str(copy.warehouse)])
+    assert shown.exit_code == 0, shown.output
+    text = said(shown)
+    assert "salvaged topics: 0 rows kept from its readable files, 4 dropped" in text
+    # The salvage is a catalog commit (snapshot 2), not a version: the rebuild is version 3.
+    assert "version 3 of" in text and "repaired: the latest version (version 3)" in text
+    assert "lost: topics at version 1 cannot be read" in text
+    # The rebuilt version holds what version 1 held; version 1's topics stay lost.
+    _, tables, _ = history.checksums(copy)
+    assert tables == before[1]
+    with open_lake(copy) as con:
+        assert published_versions(con) == [1, 3]
+    again = CliRunner().invoke(app, ["doctor", "-w", str(copy.warehouse)])
+    assert again.exit_code == 0 and "lost: topics at version 1" in said(again)
+
+
+def test_doctor_finds_damaged_caches_and_repair_drops_them(copy):
+    (part,) = (copy.warehouse / "cache" / "neighbors").glob("lists-*.parquet")
+    garble(part, 100, 64)
+    leftover = copy.warehouse / "cache" / "embeddings" / "x.123.tmp"
+    leftover.write_text("a killed run's")
+    up = doctor.check(copy)
+    assert sorted((f.kind, f.path) for f in up.findings) == [
+        ("cache", str(part)),
+        ("leftover", str(leftover)),
+    ]
+    shown = CliRunner().invoke(app, ["doctor", "--repair", "-w", str(copy.warehouse)])
+    assert shown.exit_code == 0, shown.output
+    assert not part.exists() and not leftover.exists()
+    assert doctor.check(copy).findings == []
+    healthy = CliRunner().invoke(app, ["doctor", "-w", str(copy.warehouse)])
+    assert healthy.exit_code == 0 and "healthy: the catalog," in said(healthy)
