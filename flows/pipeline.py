@@ -264,15 +264,21 @@ def suites_of(tables: dict[str, pl.DataFrame]) -> list[str]:
 
 def write_data_docs(settings: Settings, run_id: str, suite_results: list) -> str | None:
     """Store `suite_results` (from `validate_tables`) and build their Data Docs pages;
-    returns the index page. In the project's `validate.DocsWorker` where one serves it."""
-    if worker := validate.DocsWorker.of(settings.warehouse / "gx"):
-        try:
-            return worker.build(run_id, suite_results)
-        except BrokenExecutor as exc:  # the worker died: built here, as without one
-            record.run_logger().warning("the Data Docs worker stopped (%s): built here", exc)
-    validator = validate.Validator(settings.warehouse / "gx", run_id)
-    validator.unstored = list(suite_results)
-    index = validator.build_docs()
+    returns the index page (None where they cannot be written: a full disk costs the run
+    its Data Docs, a view only, with a warning). In the project's `validate.DocsWorker`
+    where one serves it."""
+    try:
+        if worker := validate.DocsWorker.of(settings.warehouse / "gx"):
+            try:
+                return worker.build(run_id, suite_results)
+            except BrokenExecutor as exc:  # the worker died: built here, as without one
+                record.run_logger().warning("the Data Docs worker stopped (%s): built here", exc)
+        validator = validate.Validator(settings.warehouse / "gx", run_id)
+        validator.unstored = list(suite_results)
+        index = validator.build_docs()
+    except OSError as exc:
+        record.run_logger().warning("the Data Docs were not written: %s", exc)
+        return None
     return str(index) if index else None
 
 
@@ -694,11 +700,25 @@ def run_pipeline(settings: Settings, force: bool = False) -> record.RunSummary:
                     else write_data_docs(settings, summary.run_id, suite_results)
                 )
         compact_catalog_when_due(settings, version)
-    # The version's page, as `paperlake dq --version N` writes it: warehouse/dq-v<N>.html.
-    summary.dq_page = str(dq_page.write(page, settings, dq_page.default_output(settings, version)))
+    write_page(summary, settings, page, version)
     warm_runner.outcome_ready(summary)
     record.report_artifacts(summary, results)
     return summary
+
+
+def write_page(summary: record.RunSummary, settings: Settings, page: Any, version: int) -> None:
+    """The version's page, as `paperlake dq --version N` writes it: warehouse/dq-v<N>.html.
+    The version is published already: a page that cannot be written (a full disk) is a
+    warning of the run, not its failure."""
+    try:
+        output = dq_page.default_output(settings, version)
+        summary.dq_page = str(dq_page.write(page, settings, output))
+    except OSError as exc:
+        summary.warnings.append(
+            f"version {version} is published, but its data-quality page was not written "
+            f"({exc.strerror or exc}: {exc.filename}); `paperlake dq` writes it"
+        )
+        record.run_logger().warning(summary.warnings[-1])
 
 
 def checked(

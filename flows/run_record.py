@@ -65,6 +65,7 @@ class RunSummary:
     stage_seconds: dict[str, float] = field(default_factory=dict)
     changes: dict[str, list[int]] = field(default_factory=dict)
     started: datetime | None = None
+    warnings: list[str] = field(default_factory=list)  # what went wrong after the commit
 
 
 def versions_of_packages() -> dict[str, str]:

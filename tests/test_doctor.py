@@ -110,3 +110,27 @@ def test_doctor_finds_damaged_caches_and_repair_drops_them(copy):
     assert doctor.check(copy).findings == []
     healthy = CliRunner().invoke(app, ["doctor", "-w", str(copy.warehouse)])
     assert healthy.exit_code == 0 and "healthy: the catalog," in said(healthy)
+
+
+def test_a_write_that_fails_after_the_commit_leaves_the_version_published(prefect_server, copy):
+    """The page a run writes after its commit cannot be written (a folder where it goes, as
+    a full disk refuses it): the version is published, the run says so and warns."""
+    (copy.warehouse / "dq-v2.html").mkdir()
+    extra = copy.warehouse.parent / "extra.txt"
+    extra.write_text(
+        "ICLR 2026 Papers\n\nWe show that a retrieval benchmark for chemistry questions rewards "
+        "grounded readers: cited evidence from patents beats closed-book models by twelve points."
+    )
+    shown = CliRunner().invoke(
+        app, ["run", "--raw", str(copy.raw[0]), "--raw", str(extra), "-w", str(copy.warehouse)]
+    )
+    text = said(shown)
+    assert shown.exit_code == 0, shown.output
+    assert "version 2 of" in text and "published" in text
+    assert "warning: version 2 is published, but its data-quality page was not written" in text
+    assert "previous version stays current" not in text
+    with open_lake(copy) as con:
+        assert published_versions(con) == [1, 2]
+    (copy.warehouse / "dq-v2.html").rmdir()
+    page = CliRunner().invoke(app, ["dq", "-w", str(copy.warehouse)])
+    assert page.exit_code == 0 and (copy.warehouse / "dq-v2.html").is_file()

@@ -69,6 +69,9 @@ def run(
             print_up_to_date(current)
             return
 
+    import duckdb
+
+    from flows.damage import reason_of, told
     from flows.prefect_server import ServerError, run_api
     from flows.validate import DataQualityError
 
@@ -103,6 +106,8 @@ def run(
         fail(str(exc))
     except OSError as exc:  # disk full, permissions: the previous version stays current
         fail(f"{exc.strerror or exc}: {exc.filename or ''}; the previous version stays current")
+    except duckdb.IOException as exc:  # a data file gone, the catalog's disk full
+        fail(str(told(exc) or f"{reason_of(exc)}; the previous version stays current"))
     print_summary(summary)
 
 
@@ -230,7 +235,7 @@ def print_summary(summary) -> None:
     ]
     for error in summary.file_errors:
         lines.append(f"[yellow]skipped file:[/yellow] {escape(error)}")
-    for warning in summary.file_warnings:
+    for warning in [*summary.file_warnings, *getattr(summary, "warnings", [])]:
         lines.append(f"[yellow]warning:[/yellow] {escape(warning)}")
     for label, text in quality:
         color = "red" if "failure" in label else "yellow"
