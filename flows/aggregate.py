@@ -382,12 +382,8 @@ class NeighbourLists:
     def load(self) -> tuple[pl.DataFrame, list[str]] | None:
         """The lists and the papers they were made for, if a run left them (and they
         pass their checks: else they are dropped, and the papers searched again)."""
-        try:
-            stored = cache.read_parquet(self.path, check_lists)
-        except FileNotFoundError:
-            return None
-        except cache.Damaged as damage:
-            cache.dropped(damage, "every paper's neighbours are searched again")
+        stored = cache.load(self.path, check_lists, "every paper's neighbours are searched again")
+        if stored is None:
             return None
         return stored.drop_nulls("neighbor_id"), stored["paper_id"].unique().to_list()
 
@@ -1462,12 +1458,8 @@ class TermCounts:
         empty = tuple(pl.DataFrame(schema=s) for s in (self.PAPERS, self.WORDS, self.COUNTS))
         if self.path is None:
             return empty
-        try:
-            state = cache.read_parquet(self.path, check_counts)
-        except FileNotFoundError:
-            return empty
-        except cache.Damaged as damage:
-            cache.dropped(damage, "every paper's terms are counted again")
+        state = cache.load(self.path, check_counts, "every paper's terms are counted again")
+        if state is None:
             return empty
         counted = state.filter(pl.col("paper_id").is_not_null()).select(list(self.PAPERS))
         if counted.join(cached, on=["paper_id", "digest"], how="anti").height:

@@ -105,6 +105,18 @@ def read_parquet(path: Path, check: Check | None = None) -> pl.DataFrame:
     return frame
 
 
+def load(path: Path, check: Check | None, redo: str, *entry: Path) -> pl.DataFrame | None:
+    """The rows of a sealed Parquet file, checked; None where there is none, or where it is
+    damaged (then dropped, with the entry it belongs to, and `redo` said: `dropped`)."""
+    try:
+        return read_parquet(path, check)
+    except FileNotFoundError:
+        return None
+    except Damaged as damage:
+        dropped(damage, redo, *entry)
+        return None
+
+
 def scan_parquet(paths: Iterable[Path]) -> pl.LazyFrame:
     """The rows of sealed Parquet files, to be read as far as they are used; each file's
     bytes are checked against its seal first.

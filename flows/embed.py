@@ -431,13 +431,8 @@ class TextHashes:
     def load(self) -> pl.DataFrame:
         """The hashes the last run kept, checked (a damaged file is dropped: every text is
         hashed again)."""
-        try:
-            return cache.read_parquet(self.path, check_text_hashes)
-        except FileNotFoundError:
-            pass
-        except cache.Damaged as damage:
-            cache.dropped(damage, "every text is hashed again")
-        return pl.DataFrame(schema=self.SCHEMA)
+        kept = cache.load(self.path, check_text_hashes, "every text is hashed again")
+        return pl.DataFrame(schema=self.SCHEMA) if kept is None else kept
 
 
 def check_text_hashes(kept: pl.DataFrame) -> str | None:

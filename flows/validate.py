@@ -304,13 +304,11 @@ class RowMemo:
         empty = pl.DataFrame(schema={"row_hash": pl.UInt64, "failed": pl.List(pl.UInt16)})
         if self.path is None or not self.path.with_suffix(".json").exists():
             return empty
-        try:
-            return cache.read_parquet(self.path.with_suffix(".parquet"), check_memo_rows)
-        except FileNotFoundError:
-            return empty
-        except cache.Damaged as damage:
-            self.drop(damage)
-            return empty
+        entry = (self.path.with_suffix(".parquet"), self.path.with_suffix(".json"))
+        rows = cache.load(
+            entry[0], check_memo_rows, "every row of the table is checked again", *entry
+        )
+        return empty if rows is None else rows
 
     def fields(self) -> list[dict] | None:
         if self.path is None:
