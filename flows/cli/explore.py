@@ -41,11 +41,12 @@ def query(
     """Run SQL with a version's tables in scope (papers, embeddings, topics, ...).
 
     Only statements that read run (SELECT, WITH, FROM, DESCRIBE, SHOW, SUMMARIZE, EXPLAIN);
-    anything that could change the warehouse is refused before it runs.
+    anything that could change the warehouse is refused before it runs, and files outside
+    the warehouse's data path cannot be read.
     """
     import duckdb
 
-    from flows.lake import open_lake, read_only_query
+    from flows.query import run_query
 
     if (sql is None) == (file is None):
         fail("give the SQL as an argument or with --file, not both")
@@ -54,9 +55,7 @@ def query(
             fail(f"no SQL file {file}")
         sql = file.read_text()
     try:
-        checked = read_only_query(sql)
-        with open_lake(settings, version) as con:
-            frame = con.execute(checked).pl()
+        frame = run_query(settings, sql, version)
     except WarehouseError as exc:
         fail(str(exc))
     except duckdb.Error as exc:

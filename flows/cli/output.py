@@ -48,8 +48,8 @@ class Format(StrEnum):
 
 
 def fail(message: str, code: int = 1) -> NoReturn:
-    """Say what went wrong on stderr and end the command."""
-    err.print(f"[red]error:[/red] {escape(message)}")
+    """Say what went wrong on stderr, on one line however long, and end the command."""
+    err.print(f"[red]error:[/red] {escape(message)}", soft_wrap=True)
     raise typer.Exit(code)
 
 

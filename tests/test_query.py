@@ -1,0 +1,284 @@
+"""`paperlake query` reads its warehouse and nothing else: files outside the data path,
+extensions, maintenance functions however the SQL spells them."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import duckdb
+import pytest
+from typer.testing import CliRunner
+
+from flows import history
+from flows.cli import app
+from flows.lake import attach, connect, open_lake, published_versions
+from flows.settings import PROJECT_ROOT, Settings
+
+PAPERLAKE = Path(sys.executable).with_name("paperlake")
+
+
+def invoke(*args, env=None):
+    return CliRunner().invoke(app, [str(a) for a in args], env=env)
+
+
+def paperlake(*args: object, timeout: float = 120) -> subprocess.CompletedProcess:
+    """`paperlake ARGS` as a user runs it (a crash stays in its own process)."""
+    return subprocess.run(
+        [PAPERLAKE, *map(str, args)], cwd=PROJECT_ROOT, capture_output=True, text=True,
+        timeout=timeout,
+    )  # fmt: skip
+
+
+def state(warehouse: Path) -> tuple[str, list[tuple[str, int]]]:
+    """What a query must leave as it was: the version's checksum and every data file."""
+    data = warehouse / "data"
+    files = sorted((str(p.relative_to(data)), p.stat().st_size) for p in data.rglob("*"))
+    return history.checksums(Settings(warehouse=warehouse))[2], files
+
+
+def schedule_a_deletion(source: Path, warehouse: Path) -> Path:
+    """A copy of warehouse `source` holding a data file that DuckLake has scheduled for
+    deletion (version 2 empties topic_terms, version 1 is expired), as compaction or expiry
+    leave them: what `ducklake_cleanup_old_files` deletes."""
+    shutil.copytree(source, warehouse, ignore=shutil.ignore_patterns(".lock"))
+    con = connect(extensions=())
+    attach(con, Settings(warehouse=warehouse))
+    con.execute("begin")
+    con.execute("delete from topic_terms")
+    con.execute("call lake.set_commit_message('paperlake', 'test: topic_terms emptied')")
+    con.execute("commit")
+    con.execute("select * from ducklake_expire_snapshots('lake', versions => [1])").fetchall()
+    dry_run = (
+        "select path from ducklake_cleanup_old_files('lake', cleanup_all => true, dry_run => true)"
+    )
+    assert [Path(p).parent.name for (p,) in con.execute(dry_run).fetchall()] == ["topic_terms"]
+    assert published_versions(con) == [2]
+    con.close()
+    return warehouse
+
+
+@pytest.fixture(scope="module")
+def scheduled(sample_run, tmp_path_factory) -> Path:
+    """The sample warehouse with a file scheduled for deletion (see schedule_a_deletion)."""
+    warehouse = tmp_path_factory.mktemp("scheduled") / "warehouse"
+    return schedule_a_deletion(sample_run.settings.warehouse, warehouse)
+
+
+def refusal(result, starts: str) -> str:
+    """The one line a refused query prints; asserts it is all it prints."""
+    output = result.output if hasattr(result, "output") else result.stdout + result.stderr
+    code = result.exit_code if hasattr(result, "exit_code") else result.returncode
+    assert code == 1, output
+    assert "Traceback" not in output
+    lines = output.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(starts), output
+    return lines[0]
+
+
+@pytest.mark.parametrize(
+    ("sql", "path"),
+    [
+        ("select content from read_text('/etc/passwd')", "/etc/passwd"),
+        ("select count(*) from glob('/root/**')", "/root/**"),
+        ("select * from read_csv('/etc/passwd', sep = ':')", "/etc/passwd"),
+        ("select * from sniff_csv('/etc/passwd')", "/etc/passwd"),
+        ("select * from read_blob('/etc/hostname')", "/etc/hostname"),
+        ("select * from read_json('/etc/os-release')", "/etc/os-release"),
+        ("select * from parquet_metadata('/etc/passwd')", "/etc/passwd"),
+        ("select * from read_text('{data}/../../../../etc/passwd')",
+         "{data}/../../../../etc/passwd"),
+        ("select count(*) from read_parquet('{other}/data/main/papers/*.parquet')", "{other}/data"),
+        ("select * from read_duckdb('{other}/catalog.ducklake', table_name => 'ducklake_snapshot')",
+         "{other}/catalog.ducklake"),
+        ("select * from read_text('https://example.org/x')", "https://example.org/x"),
+    ],
+)  # fmt: skip
+def test_files_outside_the_data_path_are_refused_in_one_line(scheduled, sample_run, sql, path):
+    other = sample_run.settings.warehouse  # another warehouse's files
+    where = {"data": scheduled.resolve() / "data", "other": other.resolve()}
+    before = state(scheduled)
+    result = invoke("query", sql.format(**where), "-w", scheduled)
+    line = refusal(result, f"error: refused reading {path.format(**where)}")
+    assert line.endswith(f"reads only the warehouse's data files, under {where['data']}/")
+    assert state(scheduled) == before
+
+
+def test_the_warehouse_s_own_data_files_can_be_read(sample_run):
+    data = sample_run.settings.warehouse.resolve() / "data"
+    sql = f"select count(*) as n from read_parquet('{data}/main/papers/*.parquet')"
+    assert invoke("query", sql, "-w", data.parent, "--format", "csv").stdout == "n\n38\n"
+    sql = f"select count(*) > 10 as many from glob('{data}/**')"
+    assert invoke("query", sql, "-w", data.parent, "--format", "csv").stdout == "many\ntrue\n"
+
+
+def test_an_extension_query_needs_is_refused_without_a_download(scheduled):
+    before = state(scheduled)
+    result = paperlake("query", "select * from sqlite_scan('/tmp/x.db', 't')", "-w", scheduled)
+    line = refusal(result, "error: refused: sqlite_scan needs DuckDB's sqlite_scanner extension")
+    assert "connection" not in line and "http" not in line  # no install was tried
+    assert state(scheduled) == before
+
+
+@pytest.mark.parametrize(
+    ("sql", "refused"),
+    [
+        ("select * from query('select * from ducklake_' || 'cleanup_old_files(''lake'')')",
+         "query() of built SQL"),
+        ("select * from query('select * from ducklake_' || "
+         "'cleanup_old_files(''lake'', cleanup_all => true)')", "query() of built SQL"),
+        ("select * from query('select * from query(''select * from ducklake_'' || "
+         "''expire_snapshots(''''lake'''', versions => [2])'')')", "query() of built SQL"),
+        ("select * from ducklake_cleanup_old_files('lake', cleanup_all => true)",
+         "ducklake_cleanup_old_files"),
+        ('select * from "DuckLake_Cleanup_Old_Files"/**/(\'lake\', cleanup_all => true)',
+         "ducklake_cleanup_old_files"),
+        ("select * from query(e'select * from ducklake\\x5fcleanup_old_files(''lake'', "
+         "cleanup_all => true)')", "ducklake_cleanup_old_files"),
+        ("select * from lake.set_option('data_inlining_row_limit', 10)", "set_option"),
+        ("explain analyze select * from ducklake_delete_orphaned_files('lake', cleanup_all => "
+         "true)", "ducklake_delete_orphaned_files"),
+        ("with t as (select * from ducklake_merge_adjacent_files('lake')) select count(*) from t",
+         "ducklake_merge_adjacent_files"),
+        ("select * from json_execute_serialized_sql(json_serialize_sql('select * from "
+         "ducklake_cleanup_old_files(''lake'', cleanup_all => true)'))",
+         "json_execute_serialized_sql"),
+        ("select * from checkpoint('lake')", "checkpoint"),
+    ],
+)  # fmt: skip
+def test_maintenance_functions_are_refused_however_the_sql_spells_them(scheduled, sql, refused):
+    before = state(scheduled)
+    refusal(paperlake("query", sql, "-w", scheduled), f"error: refused {refused}")
+    assert state(scheduled) == before
+
+
+def test_the_plan_check_refuses_what_the_text_hides(scheduled):
+    """The plan alone holds: SQL that query() builds from parts is refused by the calls it
+    plans, and a runtime executor of serialized SQL by its own name."""
+    from flows.errors import QueryRefused
+    from flows.query import check_plan, open_locked
+
+    before = state(scheduled)
+    lake = open_locked(Settings(warehouse=scheduled))
+    with lake.con as con:
+        for sql, refused in (
+            ("select * from query('select * from ducklake_' || 'cleanup_old_files(''lake'', "
+             "cleanup_all => true)')", "ducklake_cleanup_old_files"),
+            ("select 1 where exists (select * from query_table('papers'), query('from "
+             "ducklake_' || 'expire_snapshots(''lake'', versions => [2])'))",
+             "ducklake_expire_snapshots"),
+            ("select * from json_execute_serialized_sql(json_serialize_sql('select 1'))",
+             "json_execute_serialized_sql"),
+        ):  # fmt: skip
+            with pytest.raises(QueryRefused, match=f"^refused {refused}: "):
+                check_plan(con, sql)
+        check_plan(con, "select * from query('select count(*) from ' || 'papers')")
+    assert state(scheduled) == before
+
+
+def test_a_read_only_attach_alone_lets_cleanup_delete_files(sample_run, tmp_path):
+    """Why the plan is checked: on a catalog attached READ_ONLY, DuckLake's cleanup deletes
+    the scheduled files first and only then fails to update the catalog."""
+    warehouse = schedule_a_deletion(sample_run.settings.warehouse, tmp_path / "warehouse")
+    scheduled_file = next((warehouse / "data" / "main" / "topic_terms").glob("*.parquet"))
+    with (
+        open_lake(Settings(warehouse=warehouse)) as con,
+        pytest.raises(duckdb.Error, match="read-only mode"),
+    ):
+        con.execute("select * from ducklake_cleanup_old_files('lake', cleanup_all => true)")
+    assert not scheduled_file.exists()
+
+
+def test_the_query_connection_is_locked_down(sample_run):
+    from flows.query import open_locked
+
+    lake = open_locked(sample_run.settings)
+    with lake.con as con:
+        setting = "select current_setting('{}')"
+        assert [con.execute(setting.format(name)).fetchone()[0] for name in (
+            "enable_external_access", "autoinstall_known_extensions",
+            "autoload_known_extensions", "lock_configuration",
+        )] == [False, False, False, True]  # fmt: skip
+        allowed = con.execute(setting.format("allowed_directories")).fetchone()[0]
+        assert lake.data_path == f"{sample_run.settings.warehouse.resolve()}/data/"
+        assert lake.data_path in allowed
+        with pytest.raises(duckdb.Error, match="configuration has been locked"):
+            con.execute("set enable_external_access = true")
+        with pytest.raises(duckdb.Error, match="configuration has been locked"):
+            con.execute("set allowed_directories = ['/']")
+        with pytest.raises(duckdb.PermissionException):
+            con.execute("install sqlite_scanner")
+
+
+def readme_example_queries() -> list[str]:
+    readme = (PROJECT_ROOT / "README.md").read_text()
+    block = readme.split("Example queries:", 1)[1].split("```sql", 1)[1].split("```", 1)[0]
+    return [s.strip() for s in block.split(";") if s.strip()]
+
+
+@pytest.mark.parametrize(
+    "sql",
+    [
+        *readme_example_queries(),
+        *(f.read_text() for f in sorted((PROJECT_ROOT / "sql" / "queries").glob("*.sql"))),
+        "describe papers",
+        "show tables",
+        "summarize venue_stats",
+        "explain select count(*) from papers",
+        "explain analyze select count(*) from papers",
+        "/* why */ explain select 1",
+        "select 1; select 2",
+        "select * from query('select count(*) from papers')",
+        "select * from query_table('venue_stats')",
+        "select * from lake.snapshots()",
+        "select * from ducklake_table_info('lake')",
+        "select * from ducklake_list_files('lake', 'papers')",
+        "select * from ducklake_table_changes('lake', 'main', 'papers', 0, 1) limit 3",
+        "select count(*) from papers at (version => 1)",
+        "select stem('running', 'porter') as stem",
+        "select array_cosine_similarity(embedding, embedding) from embedding_vectors limit 1",
+        "select * from vss_match(embedding_vectors, (select embedding from embedding_vectors "
+        "limit 1), embedding, 3)",
+    ],
+)
+def test_every_reading_query_still_runs(sample_run, sql):
+    result = invoke("query", "-w", sample_run.settings.warehouse, "--format", "jsonl", "--", sql)
+    assert result.exit_code == 0, result.output
+
+
+def test_reading_queries_give_exact_rows(sample_run):
+    wh = sample_run.settings.warehouse
+    runs = [
+        ("select count(*) as n from embedding_vectors", [{"n": 38}]),
+        ("select stem('running', 'porter') as s", [{"s": "run"}]),
+        ("select * from query('select count(*) as n from papers')", [{"n": 38}]),
+        ("select 1 as a; select 2 as b", [{"b": 2}]),
+        ("select count(*) as n from papers at (version => 1)", [{"n": 38}]),
+    ]
+    for sql, rows in runs:
+        assert json.loads(invoke("query", sql, "-w", wh, "--format", "json").stdout) == rows
+    first = invoke("query", "select count(*) as n from papers", "--version", 1, "-w", wh)
+    assert first.exit_code == 0 and "38" in first.stdout
+
+
+def test_an_s3_data_path_is_the_one_place_a_query_reads(tmp_path):
+    from flows.query import open_locked, run_query
+
+    settings = Settings(warehouse=tmp_path / "w", data_path="s3://paperlake-test/lake")
+    con = connect(extensions=())
+    attach(con, settings, create=True)  # reaches no bucket: a table without rows has no file
+    con.execute("begin")
+    con.execute("create table t (x integer)")
+    con.execute("call lake.set_commit_message('paperlake', 'test: an empty table')")
+    con.execute("commit")
+    con.close()
+    lake = open_locked(settings)
+    with lake.con as locked:
+        allowed = locked.execute("select current_setting('allowed_directories')").fetchone()[0]
+    assert lake.data_path == "s3://paperlake-test/lake/" and lake.data_path in allowed
+    assert run_query(settings, "select count(*) as n from t").to_dicts() == [{"n": 0}]
+    with pytest.raises(Exception, match="refused reading s3://other-bucket/x"):
+        run_query(settings, "select * from read_text('s3://other-bucket/x')")
