@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import duckdb
+from duckdb.sqltypes import DuckDBPyType
 
 from flows.errors import QueryRefused, WarehouseError
 from flows.lake import LAKE, open_lake
@@ -282,8 +283,49 @@ def run_query(settings: Settings, sql: str, version: int | None = None) -> pl.Da
         try:
             for statement in statements:
                 check_plan(con, planned(statement))
-            return con.execute(sql).pl()
+            for statement in statements[:-1]:
+                con.execute(statement.query)
+            return fetch(con, statements[-1])
         except duckdb.Error as exc:
             if line := one_line(exc, lake.data_path):
                 raise line from None
             raise
+
+
+# Types that polars cannot hold, or holds wrongly (a time zone dropped, a bit string read as
+# its bytes, an unsigned 128-bit integer wrapped): shown as DuckDB's own text of them.
+AS_TEXT = {"interval", "union", "bit", "blob", "bignum", "uhugeint", "time with time zone"}
+# Dates and timestamps may be infinite. At the top level the printer says so (output.py);
+# inside a list or struct they are shown as DuckDB's text. Seconds and milliseconds are
+# widened to microseconds, which polars reads (it multiplies infinity into a wrong date).
+TEMPORAL = {"date", "timestamp", "timestamp_ns", "timestamp with time zone"}
+WIDENED = {"timestamp_s", "timestamp_ms"}
+NESTED = {"list", "array", "struct", "map"}
+
+
+def shown_as_text(kind: DuckDBPyType, nested: bool = False) -> bool:
+    """True for a column type that polars cannot print faithfully (see AS_TEXT)."""
+    if kind.id in AS_TEXT or (nested and kind.id in TEMPORAL | WIDENED):
+        return True
+    if kind.id in NESTED:
+        children = (c for _, c in kind.children if isinstance(c, DuckDBPyType))
+        return any(shown_as_text(child, nested=True) for child in children)
+    return False
+
+
+def printable(relation: duckdb.DuckDBPyRelation) -> duckdb.DuckDBPyRelation:
+    """`relation` with the columns polars cannot print cast by DuckDB (itself if none)."""
+    columns, changed = [], False
+    for i, (name, kind) in enumerate(zip(relation.columns, relation.types, strict=True)):
+        cast = "varchar" if shown_as_text(kind) else "timestamp" if kind.id in WIDENED else ""
+        alias = '"' + name.replace('"', '""') + '"'
+        columns.append(f"#{i + 1}::{cast} as {alias}" if cast else f"#{i + 1} as {alias}")
+        changed = changed or bool(cast)
+    return relation.select(", ".join(columns)) if changed else relation
+
+
+def fetch(con: duckdb.DuckDBPyConnection, statement: duckdb.Statement) -> pl.DataFrame:
+    """The rows of `statement` as a polars frame that every format prints."""
+    if statement.type == duckdb.StatementType.EXPLAIN:
+        return con.execute(statement.query).pl()  # its columns are text
+    return printable(con.sql(statement.query)).pl()

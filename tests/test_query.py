@@ -1,5 +1,6 @@
 """`paperlake query` reads its warehouse and nothing else: files outside the data path,
-extensions, maintenance functions however the SQL spells them."""
+extensions, maintenance functions however the SQL spells them; every value type prints in
+every format."""
 
 from __future__ import annotations
 
@@ -282,3 +283,52 @@ def test_an_s3_data_path_is_the_one_place_a_query_reads(tmp_path):
     assert run_query(settings, "select count(*) as n from t").to_dicts() == [{"n": 0}]
     with pytest.raises(Exception, match="refused reading s3://other-bucket/x"):
         run_query(settings, "select * from read_text('s3://other-bucket/x')")
+
+
+TYPES = (
+    "select * from (values "
+    "(interval 3 day, union_value(k := 1)::union(k int, s varchar), 'a\\xAAb'::blob, "
+    "'101'::bit, 'infinity'::timestamp, '-infinity'::date, '-infinity'::timestamptz, "
+    "['infinity'::date], 'infinity'::timestamp_s, 'infinity'::timestamp_ns, "
+    "'12:00:00+01'::timetz), "
+    "(interval '1 month 2 hours', union_value(s := 'x')::union(k int, s varchar), ''::blob, "
+    "'0'::bit, '2026-01-02 03:04:05.25'::timestamp, '2026-01-02'::date, null, "
+    "['2026-01-02'::date], '2026-01-02 03:04:05'::timestamp_s, null, null)"
+    ") t(i, u, b, bt, ts, d, tz, dates, secs, nanos, tt)"
+)  # fmt: skip
+ROWS = [
+    {"i": "3 days", "u": "1", "b": "a\\xAAb", "bt": "101", "ts": "infinity", "d": "-infinity",
+     "tz": "-infinity", "dates": "[infinity]", "secs": "infinity", "nanos": "infinity",
+     "tt": "12:00:00+01"},
+    {"i": "1 month 02:00:00", "u": "x", "b": "", "bt": "0", "ts": "2026-01-02 03:04:05.250",
+     "d": "2026-01-02", "tz": None, "dates": "[2026-01-02]", "secs": "2026-01-02 03:04:05",
+     "nanos": None, "tt": None},
+]  # fmt: skip
+
+
+def test_every_value_type_prints_in_every_format(sample_run):
+    def run(fmt: str) -> str:
+        wh = sample_run.settings.warehouse
+        result = invoke("query", TYPES, "-w", wh, "--format", fmt, env={"COLUMNS": "250"})
+        assert result.exit_code == 0, result.output
+        return result.stdout
+
+    assert json.loads(run("json")) == ROWS
+    assert [json.loads(line) for line in run("jsonl").splitlines()] == ROWS
+    assert run("csv") == (
+        "i,u,b,bt,ts,d,tz,dates,secs,nanos,tt\n"
+        "3 days,1,a\\xAAb,101,infinity,-infinity,-infinity,[infinity],infinity,infinity,"
+        "12:00:00+01\n"
+        '1 month 02:00:00,x,"",0,2026-01-02 03:04:05.250,2026-01-02,,[2026-01-02],'
+        "2026-01-02 03:04:05,,\n"
+    )
+    assert run("markdown").splitlines()[2:] == [
+        "| 3 days | 1 | a\\xAAb | 101 | infinity | -infinity | -infinity | [infinity] | "
+        "infinity | infinity | 12:00:00+01 |",
+        "| 1 month 02:00:00 | x |  | 0 | 2026-01-02 03:04:05.250 | 2026-01-02 |  | "
+        "[2026-01-02] | 2026-01-02 03:04:05 |  |  |",
+    ]
+    table = run("table")
+    for row in ROWS:
+        shown = [v for v in row.values() if v]
+        assert any(all(v in line for v in shown) for line in table.splitlines()), table
