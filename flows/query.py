@@ -286,8 +286,11 @@ def run_query(settings: Settings, sql: str, version: int | None = None) -> pl.Da
             for statement in statements[:-1]:
                 con.execute(statement.query)
             return fetch(con, statements[-1])
-        except duckdb.Error as exc:
-            if line := one_line(exc, lake.data_path):
+        except BaseException as exc:
+            # A stop signal ends DuckDB's wait for the result but not its tasks, and the
+            # connection's close would wait for the query to finish.
+            con.interrupt()
+            if isinstance(exc, duckdb.Error) and (line := one_line(exc, lake.data_path)):
                 raise line from None
             raise
 

@@ -1,13 +1,16 @@
 """`paperlake query` reads its warehouse and nothing else: files outside the data path,
 extensions, maintenance functions however the SQL spells them; every value type prints in
-every format."""
+every format; Ctrl-C and SIGTERM stop a long query with one line."""
 
 from __future__ import annotations
 
 import json
+import os
 import shutil
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import duckdb
@@ -332,3 +335,38 @@ def test_every_value_type_prints_in_every_format(sample_run):
     for row in ROWS:
         shown = [v for v in row.values() if v]
         assert any(all(v in line for v in shown) for line in table.splitlines()), table
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
+def test_a_signal_stops_a_long_query_with_one_line(sample_run, signum):
+    from flows.stopping import GRACE_SECONDS
+
+    long = "select sum(i % 7) from range(1000000000000) t(i)"
+    query = subprocess.Popen(
+        [PAPERLAKE, "query", long, "-w", sample_run.settings.warehouse], cwd=PROJECT_ROOT,
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
+    )  # fmt: skip
+    try:
+        tasks = Path(f"/proc/{query.pid}/task")
+        deadline = time.monotonic() + 60
+        # Two threads: the stop watcher is up, so the command runs; then DuckDB's own.
+        while len(list(tasks.glob("*"))) < 3 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        time.sleep(1.0)  # the catalog is attached and the query under way
+        sent = time.monotonic()
+        if signum == signal.SIGINT:
+            os.killpg(query.pid, signum)  # as Ctrl-C in a terminal
+        else:
+            query.send_signal(signum)
+        out, err = query.communicate(timeout=30)
+        took = time.monotonic() - sent
+    finally:
+        if query.poll() is None:
+            query.kill()
+            query.wait()
+    name = signal.Signals(signum).name
+    print(f"{name}: stopped in {took:.2f} s")
+    assert query.returncode == 128 + signum
+    assert out == ""
+    assert err == f"error: query stopped by {name}; nothing was changed: a query only reads\n"
+    assert took < GRACE_SECONDS  # DuckDB stopped the query; no forced exit was needed

@@ -15,6 +15,7 @@ from flows.cli.options import FormatOpt, MaxRowsOpt, VersionOpt, setting_options
 from flows.cli.output import MAX_ROWS, Format, err, fail, out, print_frame
 from flows.errors import WarehouseError
 from flows.settings import Settings
+from flows.stopping import stops_on_signals
 
 if TYPE_CHECKING:
     import polars as pl
@@ -26,6 +27,7 @@ class Mode(StrEnum):
     keyword = "keyword"
 
 
+@stops_on_signals(note="nothing was changed: a query only reads")
 @setting_options("warehouse", "catalog", "data_path")
 def query(
     sql: Annotated[str | None, typer.Argument(help="SQL over the version's tables.")] = None,
