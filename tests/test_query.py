@@ -19,6 +19,7 @@ from typer.testing import CliRunner
 
 from flows import history
 from flows.cli import app
+from flows.errors import QueryRefused
 from flows.lake import attach, connect, open_lake, published_versions
 from flows.settings import PROJECT_ROOT, Settings
 
@@ -162,7 +163,6 @@ def test_maintenance_functions_are_refused_however_the_sql_spells_them(scheduled
 def test_the_plan_check_refuses_what_the_text_hides(scheduled):
     """The plan alone holds: SQL that query() builds from parts is refused by the calls it
     plans, and a runtime executor of serialized SQL by its own name."""
-    from flows.errors import QueryRefused
     from flows.query import check_plan, open_locked
 
     before = state(scheduled)
@@ -284,8 +284,40 @@ def test_an_s3_data_path_is_the_one_place_a_query_reads(tmp_path):
         allowed = locked.execute("select current_setting('allowed_directories')").fetchone()[0]
     assert lake.data_path == "s3://paperlake-test/lake/" and lake.data_path in allowed
     assert run_query(settings, "select count(*) as n from t").to_dicts() == [{"n": 0}]
-    with pytest.raises(Exception, match="refused reading s3://other-bucket/x"):
+    with pytest.raises(QueryRefused, match="refused reading s3://other-bucket/x"):
         run_query(settings, "select * from read_text('s3://other-bucket/x')")
+
+
+def test_a_postgres_catalog_reads_only_the_data_path_it_recorded(tmp_path):
+    """A reader that gives only the catalog's URL is held to the data path the catalog was
+    made with, as DuckLake reports it."""
+    from flows.query import run_query
+    from tests.postgres import PostgresMissing, start_server
+
+    try:
+        server = start_server()
+    except PostgresMissing as exc:
+        pytest.fail(str(exc), pytrace=False)
+    try:
+        url = server.create_database("locked")
+        shared = tmp_path / "shared"
+        con = connect(extensions=())
+        attach(
+            con, Settings(warehouse=tmp_path / "w", catalog=url, data_path=str(shared)), create=True
+        )
+        con.execute("begin")
+        con.execute("create table t as select 42 as x")
+        con.execute("call lake.set_commit_message('paperlake', 'test: one row')")
+        con.execute("commit")
+        con.close()
+        reader = Settings(warehouse=tmp_path / "elsewhere", catalog=url)
+        assert run_query(reader, "select x from t").to_dicts() == [{"x": 42}]
+        files = f"select count(*) as n from read_parquet('{shared}/main/t/*.parquet')"
+        assert run_query(reader, files).to_dicts() == [{"n": 1}]
+        with pytest.raises(QueryRefused, match=f"refused reading /etc/passwd: .* under {shared}/$"):
+            run_query(reader, "select * from read_text('/etc/passwd')")
+    finally:
+        server.stop()
 
 
 TYPES = (
