@@ -264,21 +264,24 @@ def test_reading_queries_give_exact_rows(sample_run):
     ]
     for sql, rows in runs:
         assert json.loads(invoke("query", sql, "-w", wh, "--format", "json").stdout) == rows
-    first = invoke("query", "select count(*) as n from papers", "--version", 1, "-w", wh)
-    assert first.exit_code == 0 and "38" in first.stdout
+
+
+def publish_table(settings: Settings, create: str) -> None:
+    """Make the catalog of `settings` with one table, `create`, as its one version."""
+    con = connect(extensions=())
+    attach(con, settings, create=True)
+    con.execute("begin")
+    con.execute(create)
+    con.execute("call lake.set_commit_message('paperlake', 'test: one table')")
+    con.execute("commit")
+    con.close()
 
 
 def test_an_s3_data_path_is_the_one_place_a_query_reads(tmp_path):
     from flows.query import open_locked, run_query
 
     settings = Settings(warehouse=tmp_path / "w", data_path="s3://paperlake-test/lake")
-    con = connect(extensions=())
-    attach(con, settings, create=True)  # reaches no bucket: a table without rows has no file
-    con.execute("begin")
-    con.execute("create table t (x integer)")
-    con.execute("call lake.set_commit_message('paperlake', 'test: an empty table')")
-    con.execute("commit")
-    con.close()
+    publish_table(settings, "create table t (x integer)")  # no rows, no file: no bucket reached
     lake = open_locked(settings)
     with lake.con as locked:
         allowed = locked.execute("select current_setting('allowed_directories')").fetchone()[0]
@@ -301,15 +304,8 @@ def test_a_postgres_catalog_reads_only_the_data_path_it_recorded(tmp_path):
     try:
         url = server.create_database("locked")
         shared = tmp_path / "shared"
-        con = connect(extensions=())
-        attach(
-            con, Settings(warehouse=tmp_path / "w", catalog=url, data_path=str(shared)), create=True
-        )
-        con.execute("begin")
-        con.execute("create table t as select 42 as x")
-        con.execute("call lake.set_commit_message('paperlake', 'test: one row')")
-        con.execute("commit")
-        con.close()
+        writer = Settings(warehouse=tmp_path / "w", catalog=url, data_path=str(shared))
+        publish_table(writer, "create table t as select 42 as x")
         reader = Settings(warehouse=tmp_path / "elsewhere", catalog=url)
         assert run_query(reader, "select x from t").to_dicts() == [{"x": 42}]
         files = f"select count(*) as n from read_parquet('{shared}/main/t/*.parquet')"
