@@ -6,7 +6,6 @@ import fcntl
 import importlib
 import logging
 import os
-import re
 import socket
 import time
 import zlib
@@ -20,7 +19,7 @@ from urllib.parse import urlsplit, urlunsplit
 import duckdb
 
 from flows import damage, data_path
-from flows.errors import CatalogUnreachable, QueryRefused, WarehouseBusy, WarehouseError
+from flows.errors import CatalogUnreachable, WarehouseBusy, WarehouseError
 from flows.settings import SQL_DIR, Settings
 
 if TYPE_CHECKING:
@@ -318,42 +317,6 @@ def open_lake(
         con.close()
         raise
     return con
-
-
-# What `paperlake query` runs: statements that only read. Everything else (ATTACH, DETACH,
-# USE and other SET, COPY, EXPORT, INSTALL and LOAD, CALL, CREATE, INSERT, UPDATE, DELETE,
-# DROP, ALTER, PRAGMA that writes, ...) is refused before anything runs.
-READ_STATEMENTS = {duckdb.StatementType.SELECT, duckdb.StatementType.EXPLAIN}
-# Table functions of DuckLake that change the catalog or its files, refused inside a SELECT.
-MAINTENANCE_FUNCTIONS = re.compile(
-    r"\bducklake_(?:expire_snapshots|cleanup_old_files|cleanup|merge_adjacent_files|"
-    r"rewrite_data_files|add_data_files|flush_inlined_data|set_option|set_commit_message)\b",
-    re.IGNORECASE,
-)
-
-
-def read_only_query(sql: str) -> str:
-    """`sql`, checked by DuckDB's own parser to hold only statements that read.
-
-    Raises:
-        QueryRefused: naming the first statement type (or function) that is not allowed.
-    """
-    try:
-        statements = duckdb.extract_statements(sql)
-    except duckdb.Error as exc:
-        raise QueryRefused(f"the query does not parse: {exc}") from None
-    if not statements:
-        raise QueryRefused("the query is empty: give one SELECT statement (or several)")
-    for statement in statements:
-        if statement.type not in READ_STATEMENTS:
-            kind = {"SET": "SET (or USE)"}.get(statement.type.name, statement.type.name)
-            raise QueryRefused(
-                f"refused a {kind} statement: `paperlake query` only reads "
-                f"(SELECT, WITH, FROM, DESCRIBE, SHOW, SUMMARIZE, EXPLAIN)"
-            )
-        if found := MAINTENANCE_FUNCTIONS.search(statement.query):
-            raise QueryRefused(f"refused {found.group(0)}: `paperlake query` only reads")
-    return sql
 
 
 def read_sql(name: str) -> str:

@@ -26,6 +26,10 @@ from typing import Any
 
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 GRACE_SECONDS = 5.0
+# What the one line adds for a command that publishes.
+PUBLISH_NOTE = (
+    "a version is published whole or not at all: `paperlake versions` shows the current one"
+)
 
 
 def not_a_termination(record: logging.LogRecord) -> bool:
@@ -44,8 +48,9 @@ class SignalStop:
     once the main thread sees an exception that a signal raised, `received()` knows it.
     """
 
-    def __init__(self, what: str) -> None:
+    def __init__(self, what: str, note: str = PUBLISH_NOTE) -> None:
         self.what = what
+        self.note = note
         self.signum: int | None = None
         self.ended = False
         self.lock = threading.Lock()
@@ -103,10 +108,7 @@ class SignalStop:
             if os.isatty(fd):
                 os.write(fd, b"\x1b[?25h")  # a progress bar may have hidden the cursor
         name = signal.Signals(self.signum).name
-        line = (
-            f"error: {self.what} stopped by {name}; a version is published whole or not at "
-            "all: `paperlake versions` shows the current one\n"
-        )
+        line = f"error: {self.what} stopped by {name}; {self.note}\n"
         if os.isatty(stderr):
             line = "\n" + line  # ends the line that ^C or a progress bar left open
         os.write(stderr, line.encode())
@@ -124,14 +126,21 @@ class SignalStop:
         os._exit(128 + self.signum)
 
 
-def stops_on_signals(command: Callable[..., Any]) -> Callable[..., Any]:
-    """Run `command` under SignalStop; a stopped command exits with 128 + the signal."""
+def stops_on_signals(
+    command: Callable[..., Any] | None = None, *, note: str = PUBLISH_NOTE
+) -> Callable[..., Any]:
+    """Run `command` under SignalStop; a stopped command exits with 128 + the signal.
+
+    Used bare (`@stops_on_signals`) or with the `note` its one line ends with.
+    """
+    if command is None:
+        return functools.partial(stops_on_signals, note=note)
 
     @functools.wraps(command)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         if threading.current_thread() is not threading.main_thread():
             return command(*args, **kwargs)  # only the main thread may handle signals
-        with SignalStop(command.__name__) as stop:
+        with SignalStop(command.__name__, note) as stop:
             try:
                 result = command(*args, **kwargs)
             except BaseException:

@@ -9,7 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from flows.lake import QueryRefused, open_lake, published_versions, read_only_query
+from flows.errors import QueryRefused
+from flows.lake import open_lake, published_versions
+from flows.query import read_only_query
 from flows.settings import Settings
 
 

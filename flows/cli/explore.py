@@ -15,6 +15,7 @@ from flows.cli.options import FormatOpt, MaxRowsOpt, VersionOpt, setting_options
 from flows.cli.output import MAX_ROWS, Format, err, fail, out, print_frame
 from flows.errors import WarehouseError
 from flows.settings import Settings
+from flows.stopping import stops_on_signals
 
 if TYPE_CHECKING:
     import polars as pl
@@ -26,6 +27,7 @@ class Mode(StrEnum):
     keyword = "keyword"
 
 
+@stops_on_signals(note="nothing was changed: a query only reads")
 @setting_options("warehouse", "catalog", "data_path")
 def query(
     sql: Annotated[str | None, typer.Argument(help="SQL over the version's tables.")] = None,
@@ -41,11 +43,12 @@ def query(
     """Run SQL with a version's tables in scope (papers, embeddings, topics, ...).
 
     Only statements that read run (SELECT, WITH, FROM, DESCRIBE, SHOW, SUMMARIZE, EXPLAIN);
-    anything that could change the warehouse is refused before it runs.
+    anything that could change the warehouse is refused before it runs, and files outside
+    the warehouse's data path cannot be read.
     """
     import duckdb
 
-    from flows.lake import open_lake, read_only_query
+    from flows.query import run_query
 
     if (sql is None) == (file is None):
         fail("give the SQL as an argument or with --file, not both")
@@ -54,9 +57,7 @@ def query(
             fail(f"no SQL file {file}")
         sql = file.read_text()
     try:
-        checked = read_only_query(sql)
-        with open_lake(settings, version) as con:
-            frame = con.execute(checked).pl()
+        frame = run_query(settings, sql, version)
     except WarehouseError as exc:
         fail(str(exc))
     except duckdb.Error as exc:

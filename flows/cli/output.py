@@ -48,8 +48,8 @@ class Format(StrEnum):
 
 
 def fail(message: str, code: int = 1) -> NoReturn:
-    """Say what went wrong on stderr and end the command."""
-    err.print(f"[red]error:[/red] {escape(message)}")
+    """Say what went wrong on stderr, on one line however long, and end the command."""
+    err.print(f"[red]error:[/red] {escape(message)}", soft_wrap=True)
     raise typer.Exit(code)
 
 
@@ -72,10 +72,43 @@ def print_frame(
             0 shows every row.
         width: the table's width (default: the terminal's).
     """
+    frame = with_infinite_as_text(frame)
     if fmt == Format.table:
         out.print(table(frame, width or terminal_width(), max_rows, title), highlight=False)
     else:
         sys.stdout.write(as_text(frame, fmt))
+
+
+def with_infinite_as_text(frame: pl.DataFrame) -> pl.DataFrame:
+    """`frame` with each date or timestamp column that holds DuckDB's infinity or -infinity
+    as text, `infinity` beside the other values as DuckDB writes them.
+
+    polars holds infinity as the largest value of its unit (DuckDB's own), which no Python
+    date can hold and whose printing breaks every format.
+    """
+    import polars as pl
+
+    changed = []
+    for name, dtype in frame.schema.items():
+        if dtype != pl.Date and not isinstance(dtype, pl.Datetime):
+            continue
+        top = 2**31 - 1 if dtype == pl.Date else 2**63 - 1
+        raw = pl.col(name).to_physical()
+        if not frame.select((raw.abs() == top).any()).item():
+            continue
+        fmt = "%Y-%m-%d"
+        if dtype != pl.Date:
+            fmt += " %H:%M:%S%.f" + ("%:z" if dtype.time_zone else "")
+        finite = pl.when(raw.abs() == top).then(0).otherwise(raw).cast(dtype).dt.to_string(fmt)
+        changed.append(
+            pl.when(raw == top)
+            .then(pl.lit("infinity"))
+            .when(raw == -top)
+            .then(pl.lit("-infinity"))
+            .otherwise(finite)
+            .alias(name)
+        )
+    return frame.with_columns(changed) if changed else frame
 
 
 def as_text(frame: pl.DataFrame, fmt: Format) -> str:
