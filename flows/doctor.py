@@ -21,7 +21,8 @@ import duckdb
 
 from flows import cache, damage
 from flows.errors import WarehouseError
-from flows.lake import LAKE, attach, connect, published_versions, read_sql, run_lock
+from flows.lake import LAKE, attach, connect, published_versions, read_sql
+from flows.locks import run_lock
 from flows.settings import Settings
 
 HISTORY = ("runs", "dq_results")  # appended to: their rows cannot be rebuilt from raw files

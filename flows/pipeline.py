@@ -30,7 +30,8 @@ from flows import run_record as record
 from flows.cluster import cluster_workers, fan_out, on_workers
 from flows.errors import WarehouseError
 from flows.ingest.cache import ParseCache
-from flows.lake import connect, run_lock
+from flows.lake import connect
+from flows.locks import run_lock
 from flows.settings import Settings, configure_environment, run_parameters
 from flows.tables import aggregate_tables
 

@@ -31,8 +31,8 @@ from flows.lake import (
     no_warehouse,
     published_versions,
     read_sql,
-    run_lock,
 )
+from flows.locks import run_lock
 from flows.settings import Settings, package_version
 from flows.tables import history_tables, keyed_tables
 
@@ -735,7 +735,7 @@ def commit(
 ) -> tuple[int, dict[str, tuple[int, int]]]:
     """Apply `plans` (`prepare`) and append the history tables as one snapshot; detach.
 
-    Call it under lake.run_lock: DuckLake's deletes from one data file by two concurrent
+    Call it under locks.run_lock: DuckLake's deletes from one data file by two concurrent
     transactions can both commit and corrupt a table, so merges must never overlap.
 
     Args:

@@ -18,7 +18,8 @@ from typer.testing import CliRunner
 
 from flows import history
 from flows.cli import app
-from flows.lake import catalog_exists, open_lake, published_versions, run_lock
+from flows.lake import catalog_exists, open_lake, published_versions
+from flows.locks import run_lock
 from flows.settings import PROJECT_ROOT, Settings
 from tests.conftest import SAMPLE_RAW
 from tests.postgres import PostgresMissing, PostgresServer, start_server
@@ -169,7 +170,7 @@ def test_a_query_during_a_publish_sees_one_whole_version(shared_lake, raw_copy):
 
 LOCK_HOLDER = """
 import sys, time
-from flows.lake import run_lock
+from flows.locks import run_lock
 from flows.settings import Settings
 with run_lock(Settings(warehouse=sys.argv[1], catalog=sys.argv[2])):
     print("holding", time.time(), flush=True)

@@ -16,7 +16,8 @@ from typer.testing import CliRunner
 
 from flows import history, publish
 from flows.cli import app
-from flows.lake import open_lake, published_versions, run_lock
+from flows.lake import open_lake, published_versions
+from flows.locks import run_lock
 from flows.pipeline import paperlake
 from flows.search import dense_search
 from flows.settings import Settings
@@ -221,7 +222,7 @@ def test_run_killed_during_publish_leaves_previous_version(
 def test_second_run_at_once_waits_for_the_first(tmp_path):
     settings = Settings(warehouse=tmp_path / "warehouse")
     code = (
-        "import time; from flows.lake import run_lock; from flows.settings import Settings\n"
+        "import time; from flows.locks import run_lock; from flows.settings import Settings\n"
         f"with run_lock(Settings(warehouse={str(settings.warehouse)!r})):\n"
         "    print('got it', time.time(), flush=True)"
     )
