@@ -369,14 +369,19 @@ class EmbeddingCache:
     def add(self, hashes: pl.Series, vectors: pl.Series) -> Path | None:
         """Store vectors as a new part (written atomically and sealed); returns its path.
 
-        Raises:
-            ValueError: a vector is not a unit vector of the model's dimension (an encoder
-                that gave NaN): nothing is stored.
+        Only unit vectors of the model's dimension are kept: others (an encoder that went
+        wrong) are left out with a warning, to be computed again; the run's data-quality
+        checks stop their publish.
         """
+        good = pl.Series(unit_vectors(vectors, self.dim))
+        if not good.all():
+            logging.getLogger("paperlake").warning(
+                "embed: %d vectors are not unit vectors of dimension %d: not cached",
+                good.len() - good.sum(), self.dim,
+            )  # fmt: skip
+            hashes, vectors = hashes.filter(good), vectors.filter(good)
         if hashes.len() == 0:
             return None
-        if not unit_vectors(vectors, self.dim).all():
-            raise ValueError(f"the encoder gave vectors that are not unit vectors of {self.dim}")
         self.folder.mkdir(parents=True, exist_ok=True)
         part = self.folder / f"{hashlib.sha256(''.join(hashes).encode()).hexdigest()[:16]}.parquet"
         frame = pl.DataFrame({"text_sha256": hashes, "embedding": vectors})

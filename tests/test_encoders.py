@@ -73,9 +73,9 @@ def test_export_agrees_with_fp32_torch_on_the_sample(fp32, export_cache, precisi
     folder = encoders.export_folder(export_cache, backend, fp32[1].weights_sha256)
     files = sorted(p.name for p in folder.iterdir() if not p.name.startswith("checked-"))
     assert files == (
-        ["compiled", "model.bin", "model.xml", "probe.json"]
+        ["compiled", "model.bin", "model.xml", "probe.json", "seal.json"]
         if backend == "openvino"
-        else ["model.onnx", "probe.json"]
+        else ["model.onnx", "probe.json", "seal.json"]
     )
     # fp32 torch's vectors of the probe texts, against which later loads are checked.
     np.testing.assert_allclose(

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import socket
@@ -14,7 +13,7 @@ from collections import Counter
 import pytest
 from typer.testing import CliRunner
 
-from flows import history, publish
+from flows import cache, history, publish
 from flows.cli import app
 from flows.lake import open_lake, published_versions
 from flows.locks import run_lock
@@ -151,7 +150,7 @@ def test_unchanged_new_and_edited_inputs(prefect_server, raw_copy, tmp_path):
     assert fifth.status == "published" and (fifth.embedded, fifth.papers) == (1, 25)
     with open_lake(settings) as con:
         assert set(publish.live_files(con).values()) <= {0, 1}
-    compacted = json.loads((settings.cache_path / "published" / "compacted.json").read_text())
+    compacted = cache.read_record(settings.cache_path / "published" / "compacted.json")
     assert compacted["version"] == fifth.version
     assert history.diff(settings, 4, fifth.version).counts() == {
         "added": 1,
@@ -239,7 +238,7 @@ def test_second_run_at_once_waits_for_the_first(tmp_path):
     assert err.count("waiting for the run holding") == 1
     assert f"pid {os.getpid()} on host {socket.gethostname()} since " in err
     got = float(out.split()[-1])
-    assert released <= got < released + 2
+    assert released <= got < released + 10  # polled twice a second; a busy host is slower
     with run_lock(settings):
         pass  # free again once the holder is done
 
