@@ -1,4 +1,5 @@
-"""`paperlake run` as a process: stopped by a signal or killed, it leaves no server behind."""
+"""`paperlake run` and `paperlake serve` as processes: stopped by a signal or killed, they
+leave no process behind, also on a busy machine."""
 
 from __future__ import annotations
 
@@ -40,6 +41,19 @@ def children(pid: int) -> list[int]:
                 found.append(int(stat.parent.name))
         except (OSError, IndexError, ValueError):
             pass
+    return found
+
+
+def descendants(pid: int) -> dict[int, bytes]:
+    """Every process below `pid`, with its command line."""
+    found, todo = {}, [pid]
+    while todo:
+        for child in children(todo.pop()):
+            try:
+                found[child] = Path(f"/proc/{child}/cmdline").read_bytes()
+            except FileNotFoundError:  # it ended after it was listed
+                continue
+            todo.append(child)
     return found
 
 
@@ -162,3 +176,82 @@ def test_server_stops_by_itself_when_run_is_killed(tmp_path):
         run.wait()
     print(f"SIGKILL: the server stopped {took:.2f} s after the run")
     assert published(warehouse) == []
+
+
+@pytest.fixture
+def busy():
+    """Eight processes spinning beside the test, four for each of two cores."""
+    burners = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(8)]
+    yield
+    for burner in burners:
+        burner.kill()
+        burner.wait()
+
+
+def docs_worker_started(serve: subprocess.Popen) -> bool:
+    """True once serve's Data Docs worker has started (it imports Great Expectations)."""
+    return any(b"spawn_main" in line for line in descendants(serve.pid).values())
+
+
+def gone_within(serve: subprocess.Popen, signum: int, seconds: float) -> dict[str, float | None]:
+    """Send `signum` (as Ctrl-C does to the group, for SIGINT) and follow serve and every
+    process below it, also those it starts meanwhile: when each was gone, in seconds from
+    the signal, by pid and command line; None for one still running after `seconds`."""
+    seen = {serve.pid: b"paperlake serve", **descendants(serve.pid)}
+    sent = time.monotonic()
+    if signum == signal.SIGINT:
+        os.killpg(serve.pid, signum)
+    else:
+        serve.send_signal(signum)
+    gone: dict[int, float] = {}
+    while len(gone) < len(seen) and time.monotonic() - sent < seconds:
+        if serve.poll() is None:
+            seen |= descendants(serve.pid)
+        for pid in seen:
+            if pid not in gone and not alive(pid):
+                gone[pid] = time.monotonic() - sent
+        time.sleep(0.05)
+    stop_all(*[pid for pid in seen if pid not in gone])
+    named = {pid: command.replace(b"\0", b" ")[:80].decode() for pid, command in seen.items()}
+    return {f"{pid} {named[pid]}": gone.get(pid) for pid in seen}
+
+
+@pytest.mark.parametrize(
+    ("when", "signum"),
+    [
+        ("docs", signal.SIGTERM),  # its Data Docs worker importing Great Expectations
+        ("flow", signal.SIGTERM),  # a scheduled flow run in progress, which Prefect cancels
+        ("flow", signal.SIGINT),
+    ],
+)
+def test_serve_stops_with_every_process_it_started_within_10_s_on_a_busy_machine(
+    tmp_path, busy, when, signum
+):
+    from flows.prefect_server import free_port
+
+    warehouse = tmp_path / "warehouse"
+    env = {k: v for k, v in os.environ.items() if k != "PREFECT_API_URL"}
+    with (tmp_path / "serve.log").open("w") as log:
+        serve = subprocess.Popen(
+            [PAPERLAKE, "serve", "--interval", "30", "--raw", SAMPLE_RAW,
+             "--warehouse", warehouse, "--port", str(free_port())],
+            cwd=PROJECT_ROOT, env=env, stdout=log, stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )  # fmt: skip
+    try:
+        started = docs_worker_started if when == "docs" else lambda _: flow_running(warehouse)
+        wait_for(lambda: started(serve), 300, f"serve reached no {when}")
+        gone = gone_within(serve, signum, 10)
+    finally:
+        stop_all(serve.pid)
+        serve.wait()
+    output = (tmp_path / "serve.log").read_text()
+    print(f"{signal.Signals(signum).name} at {when}: exit {serve.returncode}; gone after")
+    for process, took in gone.items():
+        print(f"  {took:.2f} s  {process}" if took is not None else f"  running  {process}")
+    assert [p for p, took in gone.items() if took is None] == [], output[-3000:]
+    assert len(gone) >= 4  # serve, its Prefect server, the Data Docs worker, its tracker
+    assert serve.returncode in (0, 128 + signum), output[-3000:]
+    assert "stopped: the schedule and the Prefect server it started" in output
+    if signum == signal.SIGTERM:  # Ctrl-C reaches a flow run's process too: Prefect's
+        assert "Traceback" not in output  # engine there prints its KeyboardInterrupt
