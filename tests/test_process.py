@@ -178,6 +178,44 @@ def test_server_stops_by_itself_when_run_is_killed(tmp_path):
     assert published(warehouse) == []
 
 
+# A process whose graceful stop never ends (as a flow run that Prefect's runner waits 30 s
+# for), with a child in a session of its own that ignores SIGTERM, under StopDeadline.
+STUCK = """
+import signal, subprocess, sys, time
+from flows.stopping import StopDeadline
+signal.signal(signal.SIGTERM, lambda *args: None)
+with StopDeadline("the stuck process", seconds=1):
+    child = subprocess.Popen(
+        [sys.executable, "-c", "import signal, time; signal.signal(signal.SIGTERM, "
+         "signal.SIG_IGN); print(flush=True); time.sleep(600)"],
+        stdout=subprocess.PIPE, start_new_session=True,
+    )
+    child.stdout.readline()
+    print(child.pid, flush=True)
+    time.sleep(600)
+"""
+
+
+def test_a_stop_deadline_kills_what_outlives_it_and_exits():
+    stuck = subprocess.Popen(
+        [sys.executable, "-c", STUCK], cwd=PROJECT_ROOT, stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    child = int(stuck.stdout.readline())
+    try:
+        sent = time.monotonic()
+        stuck.send_signal(signal.SIGTERM)
+        code = stuck.wait(timeout=10)
+        took = time.monotonic() - sent
+        wait_for(lambda: not alive(child), 5, "the child outlived its parent")
+    finally:
+        stop_all(stuck.pid, child)
+    assert code == 128 + signal.SIGTERM and 1 <= took < 5
+    assert (
+        stuck.stderr.read() == "stopped: the stuck process, killed: not ended 1 s after SIGTERM\n"
+    )
+
+
 @pytest.fixture
 def busy():
     """Eight processes spinning beside the test, four for each of two cores."""
