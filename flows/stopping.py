@@ -9,10 +9,14 @@ thread that learns of the signal from the wakeup fd, wherever the main thread is
 one line at once, silences what follows, and ends the process if unwinding takes more
 than GRACE_SECONDS. Ending anywhere is safe: a DuckLake commit is atomic and the caches
 are renamed into place.
+
+`serve` stops the way Prefect's runner does (cancelling a flow run in progress), under a
+StopDeadline: whatever of it has not ended SERVE_STOP_SECONDS after the signal is killed.
 """
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import logging
 import os
@@ -22,6 +26,7 @@ import socket
 import threading
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
@@ -30,6 +35,9 @@ GRACE_SECONDS = 5.0
 PUBLISH_NOTE = (
     "a version is published whole or not at all: `paperlake versions` shows the current one"
 )
+# How long `serve` may take to stop by itself before what is left of it is killed: its
+# promise is no process left 10 s after the signal, also on a busy machine.
+SERVE_STOP_SECONDS = 7.0
 
 
 def not_a_termination(record: logging.LogRecord) -> bool:
@@ -151,3 +159,88 @@ def stops_on_signals(
         raise SystemExit(128 + stop.signum)
 
     return wrapper
+
+
+def descendants(pid: int) -> list[int]:
+    """Every process below `pid` (its children, theirs, ...), from /proc; none without it."""
+    parents: dict[int, list[int]] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            parent = int(stat.read_text().rsplit(")", 1)[1].split()[1])
+        except (OSError, IndexError, ValueError):  # it ended while listed
+            continue
+        parents.setdefault(parent, []).append(int(stat.parent.name))
+    found, todo = [], [pid]
+    while todo:
+        below = parents.get(todo.pop(), [])
+        found += below
+        todo += below
+    return found
+
+
+class StopDeadline:
+    """While entered, in the main thread: once SIGINT or SIGTERM arrives, however this
+    process handles it (Prefect's runner has its own handler, which cancels a flow run in
+    progress and may wait 30 s for it), this process and every process below it end
+    within `seconds`: what is still running then is killed, and this process exits with
+    128 + the signal after saying so.
+
+    Like SignalStop, it learns of the signal from the wakeup fd, whichever handler runs.
+    """
+
+    def __init__(self, what: str, seconds: float = SERVE_STOP_SECONDS) -> None:
+        self.what = what
+        self.seconds = seconds
+        self.done = threading.Event()
+
+    def __enter__(self) -> StopDeadline:
+        self.receiver, self.sender = socket.socketpair()
+        self.receiver.setblocking(False)
+        self.sender.setblocking(False)
+        self.wakeup = signal.set_wakeup_fd(self.sender.fileno(), warn_on_full_buffer=False)
+        threading.Thread(target=self.watch, name="stop-deadline", daemon=True).start()
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        signal.set_wakeup_fd(self.wakeup)
+        self.done.set()
+        self.sender.close()
+
+    def watch(self) -> None:
+        """Wait for a stop signal; then give the process `seconds` to end by itself."""
+        signum = None
+        while signum is None and not self.done.is_set():
+            select.select([self.receiver], [], [], 0.2)
+            try:
+                data = self.receiver.recv(256)
+            except BlockingIOError:
+                continue
+            except OSError:  # the sender closed: the block ended
+                break
+            signum = next((byte for byte in data if byte in STOP_SIGNALS), None)
+        self.receiver.close()
+        if signum is None or self.done.wait(self.seconds):
+            return
+        for pid in descendants(os.getpid()):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        name = signal.Signals(signum).name
+        line = f"stopped: {self.what}, killed: not ended {self.seconds:.0f} s after {name}\n"
+        os.write(2, line.encode())
+        os._exit(128 + signum)
+
+
+def stops_within(what: str, seconds: float = SERVE_STOP_SECONDS) -> Callable[..., Any]:
+    """Run a command under StopDeadline(what, seconds) (in the main thread)."""
+
+    def decorate(command: Callable[..., Any]) -> Callable[..., Any]:
+        @functools.wraps(command)
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            if threading.current_thread() is not threading.main_thread():
+                return command(*args, **kwargs)  # only the main thread may set the wakeup fd
+            with StopDeadline(what, seconds):
+                return command(*args, **kwargs)
+
+        return wrapper
+
+    return decorate

@@ -759,7 +759,9 @@ class DocsWorker:
         self.pool = ProcessPoolExecutor(
             1, mp_context=multiprocessing.get_context("spawn"), initializer=_start_docs_worker
         )
+        started = set(multiprocessing.active_children())
         self.pool.submit(int)  # start it now
+        self.processes = [p for p in multiprocessing.active_children() if p not in started]
 
     def open_project(self) -> None:
         """Have the worker open the project now (once the serving process set it up)."""
@@ -778,8 +780,18 @@ class DocsWorker:
             yield worker
         finally:
             cls.running.pop(key, None)
-            worker.pool.shutdown(wait=True, cancel_futures=True)
+            worker.stop()
             stop_resource_tracker()
+
+    def stop(self) -> None:
+        """End the worker process now: waiting for it to finish importing Great Expectations
+        at its start, or to exit with it imported, held a stopping `serve` for many seconds
+        on a busy machine. It holds nothing to clean up (SIGKILL also ends it where it gets
+        no CPU at all), and a build cut short is made whole by the next run's."""
+        for process in self.processes:
+            process.kill()
+            process.join()
+        self.pool.shutdown(wait=True, cancel_futures=True)
 
     @classmethod
     def of(cls, root: Path) -> DocsWorker | None:

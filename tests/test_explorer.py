@@ -17,7 +17,8 @@ import pytest
 from fastapi.testclient import TestClient
 
 from flows import search
-from flows.explorer import Explorer, create_app
+from flows.explorer import Explorer
+from flows.explorer_app import create_app
 from flows.lake import WarehouseError, open_lake
 from flows.settings import PROJECT_ROOT, Settings
 from tests.conftest import SAMPLE_RAW

@@ -1,4 +1,5 @@
-"""`paperlake run` as a process: stopped by a signal or killed, it leaves no server behind."""
+"""`paperlake run` and `paperlake serve` as processes: stopped by a signal or killed, they
+leave no process behind, also on a busy machine."""
 
 from __future__ import annotations
 
@@ -40,6 +41,19 @@ def children(pid: int) -> list[int]:
                 found.append(int(stat.parent.name))
         except (OSError, IndexError, ValueError):
             pass
+    return found
+
+
+def descendants(pid: int) -> dict[int, bytes]:
+    """Every process below `pid`, with its command line."""
+    found, todo = {}, [pid]
+    while todo:
+        for child in children(todo.pop()):
+            try:
+                found[child] = Path(f"/proc/{child}/cmdline").read_bytes()
+            except FileNotFoundError:  # it ended after it was listed
+                continue
+            todo.append(child)
     return found
 
 
@@ -162,3 +176,135 @@ def test_server_stops_by_itself_when_run_is_killed(tmp_path):
         run.wait()
     print(f"SIGKILL: the server stopped {took:.2f} s after the run")
     assert published(warehouse) == []
+
+
+# A process whose graceful stop never ends (as a flow run that Prefect's runner waits 30 s
+# for), with a child in a session of its own that ignores SIGTERM, under StopDeadline.
+STUCK = """
+import signal, subprocess, sys, time
+from flows.stopping import StopDeadline
+signal.signal(signal.SIGTERM, lambda *args: None)
+with StopDeadline("the stuck process", seconds=1):
+    child = subprocess.Popen(
+        [sys.executable, "-c", "import signal, time; signal.signal(signal.SIGTERM, "
+         "signal.SIG_IGN); print(flush=True); time.sleep(600)"],
+        stdout=subprocess.PIPE, start_new_session=True,
+    )
+    child.stdout.readline()
+    print(child.pid, flush=True)
+    time.sleep(600)
+"""
+
+
+def test_a_stop_deadline_kills_what_outlives_it_and_exits():
+    stuck = subprocess.Popen(
+        [sys.executable, "-c", STUCK], cwd=PROJECT_ROOT, stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    child = int(stuck.stdout.readline())
+    try:
+        sent = time.monotonic()
+        stuck.send_signal(signal.SIGTERM)
+        code = stuck.wait(timeout=10)
+        took = time.monotonic() - sent
+        wait_for(lambda: not alive(child), 5, "the child outlived its parent")
+    finally:
+        stop_all(stuck.pid, child)
+    assert code == 128 + signal.SIGTERM and 1 <= took < 5
+    assert (
+        stuck.stderr.read() == "stopped: the stuck process, killed: not ended 1 s after SIGTERM\n"
+    )
+
+
+@pytest.fixture
+def busy():
+    """Eight processes spinning beside the test, four for each of two cores."""
+    burners = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(8)]
+    yield
+    for burner in burners:
+        burner.kill()
+        burner.wait()
+
+
+def below(serve: subprocess.Popen, command: bytes) -> int | None:
+    """The pid of a process below serve whose command line holds `command`, once it runs."""
+    found = [pid for pid, line in descendants(serve.pid).items() if command in line]
+    return found[0] if found else None
+
+
+def gone_within(serve: subprocess.Popen, signum: int, seconds: float) -> dict[str, float | None]:
+    """Send `signum` (as Ctrl-C does to the group, for SIGINT) and follow serve and every
+    process below it, also those it starts meanwhile: when each was gone, in seconds from
+    the signal, by pid and command line; None for one still running after `seconds`."""
+    seen = {serve.pid: b"paperlake serve", **descendants(serve.pid)}
+    sent = time.monotonic()
+    if signum == signal.SIGINT:
+        os.killpg(serve.pid, signum)
+    else:
+        serve.send_signal(signum)
+    gone: dict[int, float] = {}
+    while len(gone) < len(seen) and time.monotonic() - sent < seconds:
+        if serve.poll() is None:
+            seen |= descendants(serve.pid)
+        for pid in seen:
+            if pid not in gone and not alive(pid):
+                gone[pid] = time.monotonic() - sent
+        time.sleep(0.05)
+    stop_all(*[pid for pid in seen if pid not in gone])
+    named = {pid: command.replace(b"\0", b" ")[:80].decode() for pid, command in seen.items()}
+    return {f"{pid} {named[pid]}": gone.get(pid) for pid in seen}
+
+
+# Where serve is when the signal comes: the process started there (the Data Docs worker
+# importing Great Expectations, a scheduled flow run's process) and whether it is stopped
+# (SIGSTOP) first, as a machine so busy that it gets no CPU at all.
+WHERE = {"docs": b"spawn_main", "flow": b"prefect.engine"}
+
+
+@pytest.mark.parametrize(
+    ("when", "stalled", "signum"),
+    [
+        ("docs", True, signal.SIGTERM),
+        ("flow", False, signal.SIGTERM),  # Prefect's runner cancels the flow run
+        ("flow", True, signal.SIGTERM),  # and would wait 30 s for it: killed at 7 s
+        ("flow", False, signal.SIGINT),
+    ],
+)
+def test_serve_stops_with_every_process_it_started_within_10_s_on_a_busy_machine(
+    tmp_path, busy, when, stalled, signum
+):
+    from flows.prefect_server import free_port
+
+    warehouse = tmp_path / "warehouse"
+    env = {k: v for k, v in os.environ.items() if k != "PREFECT_API_URL"}
+    with (tmp_path / "serve.log").open("w") as log:
+        serve = subprocess.Popen(
+            [PAPERLAKE, "serve", "--interval", "30", "--raw", SAMPLE_RAW,
+             "--warehouse", warehouse, "--port", str(free_port())],
+            cwd=PROJECT_ROOT, env=env, stdout=log, stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )  # fmt: skip
+    try:
+        there = wait_for(lambda: below(serve, WHERE[when]), 300, f"serve reached no {when}")
+        if when == "flow":
+            wait_for(lambda: flow_running(warehouse), 120, "the flow did not start")
+        if stalled:
+            os.kill(there, signal.SIGSTOP)
+        gone = gone_within(serve, signum, 10)
+    finally:
+        stop_all(serve.pid)
+        serve.wait()
+    output = (tmp_path / "serve.log").read_text()
+    print(f"{signal.Signals(signum).name} at {when} (stalled: {stalled}): exit {serve.returncode}")
+    for process, took in gone.items():
+        print(f"  {took:.2f} s  {process}" if took is not None else f"  running  {process}")
+    assert [p for p, took in gone.items() if took is None] == [], output[-3000:]
+    assert len(gone) >= 4  # serve, its Prefect server, the Data Docs worker, its tracker
+    killed = "stopped: the schedule and the Prefect server it started, killed: not ended 7 s after"
+    if when == "flow" and stalled:
+        assert serve.returncode == 128 + signum and killed in output, output[-3000:]
+    else:
+        assert serve.returncode == 0, output[-3000:]
+        assert "stopped: the schedule and the Prefect server it started\n" in output
+    if signum == signal.SIGTERM:  # Ctrl-C reaches a flow run's process too: Prefect's
+        assert "Traceback" not in output  # engine there prints its KeyboardInterrupt

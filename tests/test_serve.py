@@ -18,22 +18,9 @@ from flows.lake import open_lake, published_versions
 from flows.prefect_server import free_port, start_server
 from flows.settings import PROJECT_ROOT, Settings
 from tests.conftest import SAMPLE_RAW
-from tests.test_process import alive, children, wait_for
+from tests.test_process import alive, descendants, wait_for
 
 BIN = Path(sys.executable).parent
-
-
-def descendants(pid: int) -> dict[int, bytes]:
-    """Every process below `pid`, with its command line."""
-    found, todo = {}, [pid]
-    while todo:
-        for child in children(todo.pop()):
-            try:
-                found[child] = Path(f"/proc/{child}/cmdline").read_bytes()
-            except FileNotFoundError:  # it ended after it was listed
-                continue
-            todo.append(child)
-    return found
 
 
 def completed_runs(api: str) -> list[dict]:

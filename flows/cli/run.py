@@ -16,7 +16,7 @@ from flows.cli.options import FormatOpt, MaxRowsOpt, setting_options
 from flows.cli.output import MAX_ROWS, Format, err, fail, out, print_frame
 from flows.errors import WarehouseError
 from flows.settings import Settings
-from flows.stopping import stops_on_signals
+from flows.stopping import stops_on_signals, stops_within
 
 
 def flow_parameters(settings: Settings) -> dict[str, Any]:
@@ -248,6 +248,7 @@ def print_summary(summary) -> None:
         out.print(line)
 
 
+@stops_within("the schedule and the Prefect server it started")
 @setting_options("raw", "warehouse", "catalog", "data_path", "cluster")
 def serve(
     cron: Annotated[

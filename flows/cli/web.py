@@ -31,7 +31,8 @@ def explore(
     """Explore a version in the browser: search with filters, paper pages with their
     nearest papers, near-duplicates and raw records, a map of papers by topic, and every
     published version. Serves until Ctrl-C or SIGTERM; works offline."""
-    from flows.explorer import Explorer, listen, serve, url_of
+    from flows.explorer import Explorer
+    from flows.explorer_app import listen, serve, url_of
 
     try:
         explorer = Explorer(settings, version)
