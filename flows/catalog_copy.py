@@ -23,7 +23,8 @@ from pathlib import Path
 import duckdb
 
 from flows.errors import WarehouseBusy, WarehouseError
-from flows.lake import ATTACH_WAIT_SECONDS, LOCK_POLL_SECONDS, no_warehouse
+from flows.lake import ATTACH_WAIT_SECONDS, no_warehouse
+from flows.locks import LOCK_POLL_SECONDS
 from flows.publish import catalog_stamp
 from flows.settings import Settings, setting
 

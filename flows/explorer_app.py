@@ -8,11 +8,13 @@ import socket
 from collections.abc import Callable
 from pathlib import Path
 
+import duckdb
 from fastapi import FastAPI, Request
 from fastapi.responses import HTMLResponse, JSONResponse
 from fastapi.staticfiles import StaticFiles
 from fastapi.templating import Jinja2Templates
 
+from flows import damage
 from flows.errors import WarehouseError
 from flows.explorer import Explorer, ExplorerError
 
@@ -34,6 +36,14 @@ def create_app(explorer: Explorer) -> FastAPI:
     @app.exception_handler(WarehouseError)
     def warehouse_error(request: Request, exc: WarehouseError) -> JSONResponse:
         return JSONResponse({"error": str(exc)}, status_code=404)
+
+    @app.exception_handler(duckdb.Error)
+    def damaged(request: Request, exc: duckdb.Error) -> JSONResponse:
+        """A data file gone or the catalog damaged: one line naming it (`damage.told`)."""
+        told = damage.told(exc)
+        if told is None:
+            raise exc
+        return JSONResponse({"error": str(told)}, status_code=503)
 
     def page(request: Request) -> HTMLResponse:
         default = explorer.versions()["default"]  # a version published since included

@@ -375,7 +375,7 @@ class Corpus:
     for its one search (`search`); a long-lived process (the explorer) keeps one per
     version, `held`: every paper's card is read up front and the keyword index gets a
     connection of its own, so the corpus answers searches after `con` is closed (the
-    explorer lets the catalog go when idle, so that runs can publish).
+    explorer reads a copy of the catalog, so that runs can publish).
 
     Close it (or use it as a context manager) to let the keyword index go.
     """

@@ -21,7 +21,7 @@ import pytest
 
 from flows.catalog_copy import CatalogCopy, reader_of
 from flows.errors import WarehouseBusy, WarehouseError
-from flows.lake import LOCK_POLL_SECONDS
+from flows.locks import LOCK_POLL_SECONDS
 from flows.settings import PROJECT_ROOT, Settings
 from tests.conftest import SAMPLE_RAW
 

@@ -380,3 +380,20 @@ def test_explore_refuses_a_bad_version_and_a_busy_port(lake, tmp_path):
 def said(result) -> str:
     """A command's output with the terminal's line wrapping undone."""
     return " ".join(result.output.split())
+
+
+def test_a_missing_data_file_is_named_in_the_answer_not_a_500(sample_run, tmp_path):
+    warehouse = tmp_path / "warehouse"
+    shutil.copytree(sample_run.settings.warehouse, warehouse)
+    (lost,) = (warehouse / "data" / "main" / "topics").glob("*.parquet")
+    lost.unlink()
+    explorer = Explorer(Settings(warehouse=warehouse))
+    try:
+        with TestClient(create_app(explorer), raise_server_exceptions=False) as client:
+            answers = [client.get(f"/api/{path}") for path in ("overview", "topic/1", "map")]
+    finally:
+        explorer.close()
+    assert {a.status_code for a in answers} == {503}
+    for answer in answers:
+        assert answer.json()["error"].startswith(f"data file {lost}")
+        assert "is missing: run `paperlake doctor`" in answer.json()["error"]
