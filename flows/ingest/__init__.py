@@ -13,6 +13,7 @@ A `paperlake.toml` beside the raw files can set format, venue, year and columns 
 
 Modules, in the order a file meets them:
     paths       finding raw files, their digests and places below the raw folder
+    rawfile     what a path is, its name as text, its bytes opened and hashed as read
     overrides   paperlake.toml settings per file
     metadata    venue and year from header line, settings and path
     detect      the format from a file's first bytes, through the readers' sniffs
@@ -20,7 +21,9 @@ Modules, in the order a file meets them:
     fields      field values (text, lists, authors, years) and column names
     clean       cleaning, links, flags, content ids; accepted and rejected records
     cache       Parquet parts and the parse cache
-    read        one file, then all files, into an IngestResult; papers and reports
+    read        one file into cleaned records and the sources row of what was read
+    collect     every file (or its cached parse) into one IngestResult
+    results     papers and their locations, the per-file report, a progress bar
     model       what they share: schemas, rules, a file's layout and settings, Reader
 """
 
@@ -34,6 +37,13 @@ from flows.ingest.clean import (
     extract_links,
     normalise,
     normalise_contained,
+)
+from flows.ingest.collect import (
+    IngestResult,
+    ParseJob,
+    ingest,
+    parse_into_cache,
+    pending_parses,
 )
 from flows.ingest.detect import detect_format, name_mismatch, sniff
 from flows.ingest.fields import (
@@ -67,18 +77,8 @@ from flows.ingest.model import (
 )
 from flows.ingest.overrides import Overrides, load_settings
 from flows.ingest.paths import DigestMemo, discover, file_digest, raw_place, try_digest
-from flows.ingest.read import (
-    IngestResult,
-    ParseJob,
-    build_papers,
-    file_report,
-    ingest,
-    ingest_file,
-    parse_into_cache,
-    pending_parses,
-    reading_progress,
-    record_batches,
-)
+from flows.ingest.rawfile import shown
+from flows.ingest.read import ingest_file, record_batches
 from flows.ingest.readers import FORMATS, READERS, reader_for
 from flows.ingest.readers.delimited import (
     ANCHOR_SHAPES,
@@ -90,6 +90,7 @@ from flows.ingest.readers.delimited import (
 from flows.ingest.readers.json import read_json_stream, read_jsonl
 from flows.ingest.readers.parquet import read_parquet
 from flows.ingest.readers.text import read_text
+from flows.ingest.results import build_papers, file_report, reading_progress
 
 __all__ = [
     "ALIAS_FIELD",
@@ -154,6 +155,7 @@ __all__ = [
     "record_fields",
     "repair_row",
     "short_text",
+    "shown",
     "sniff",
     "split_fields",
     "venue_from_name",

@@ -4,6 +4,7 @@ and checked against its name and settings."""
 from __future__ import annotations
 
 import gzip
+import io
 import zlib
 from collections.abc import Callable, Mapping
 from contextlib import ExitStack
@@ -11,34 +12,40 @@ from pathlib import Path
 from typing import IO
 
 from flows.ingest.model import NO_OVERRIDE, FileOverride, Found, IngestError
+from flows.ingest.rawfile import HASH_CHUNK, HashingReader, open_regular
 from flows.ingest.readers import EXTENSION_FORMATS, FAMILY, READERS, SNIFF_ORDER, reader_for
 
 SNIFF_BYTES = 64 << 10
 
 
-def open_binary(path: Path, gz: bool, stack: ExitStack) -> tuple[IO[bytes], Callable[[], int]]:
-    """The file's bytes (decompressed for gzip) and a function telling how far reading got.
+def open_binary(
+    path: Path, gz: bool, stack: ExitStack
+) -> tuple[IO[bytes], Callable[[], int], Callable[[], tuple[str, int]]]:
+    """The file's bytes (decompressed for gzip), a function telling how far reading got, and
+    one giving the sha256 and size of the file's bytes that were read (see HashingReader).
 
     For gzip the position is in the compressed file; offsets of records are in the
     decompressed stream.
     """
-    raw = stack.enter_context(path.open("rb"))
-    if not gz:
-        return raw, raw.tell
-    return stack.enter_context(gzip.GzipFile(fileobj=raw, mode="rb")), raw.tell
+    raw = stack.enter_context(HashingReader(open_regular(path)))
+    stream = io.BufferedReader(raw, HASH_CHUNK)
+    if gz:
+        stream = stack.enter_context(gzip.GzipFile(fileobj=stream, mode="rb"))
+    return stream, raw.tell, raw.digest
 
 
 def sniff(path: Path) -> tuple[bool, bytes]:
     """Whether the file is gzip, and its first bytes (decompressed)."""
-    with path.open("rb") as handle:
+    with io.BufferedReader(open_regular(path)) as handle:
         head = handle.read(SNIFF_BYTES)
-    if head[:2] != b"\x1f\x8b":
-        return False, head
-    try:
-        with gzip.open(path, "rb") as handle:
-            return True, handle.read(SNIFF_BYTES)
-    except (OSError, EOFError, zlib.error) as exc:
-        raise IngestError(f"gzip data that cannot be decompressed ({exc})") from None
+        if head[:2] != b"\x1f\x8b":
+            return False, head
+        handle.seek(0)
+        try:
+            with gzip.GzipFile(fileobj=handle, mode="rb") as unpacked:
+                return True, unpacked.read(SNIFF_BYTES)
+        except (OSError, EOFError, zlib.error) as exc:
+            raise IngestError(f"gzip data that cannot be decompressed ({exc})") from None
 
 
 def detect_format(

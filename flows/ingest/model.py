@@ -13,13 +13,15 @@ from typing import Any
 
 import polars as pl
 
+from flows.ingest.rawfile import shown
+
 # Bump when parsing or cleaning changes, so that cached parses of unchanged files are redone.
 # 4: BibTeX is a format; a file that was read as lines because it holds BibTeX is re-read.
 INGEST_VERSION = "5"
 SNIPPET_CHARS = 200
 SETTINGS_FILE = "paperlake.toml"
 # Files a run lists in sources without parsing them for records.
-NOT_PARSED = frozenset({"settings", "documentation"})
+NOT_PARSED = frozenset({"settings", "documentation", "not_regular"})
 REJECT_RULES = (
     "empty_abstract",
     "too_short",
@@ -126,6 +128,9 @@ class SourceFile:
     no_venue: int = 0
     no_year: int = 0
     warning: str | None = None
+    # The sha256 and size the file had when hashed, where it changed before it was read
+    # (the row holds those of the bytes read); said in this run's warning, never cached.
+    hashed: tuple[str, int] | None = None
 
     @property
     def parsed(self) -> bool:
@@ -135,7 +140,11 @@ class SourceFile:
 
     def row(self) -> dict:
         """The file's row of the sources table."""
-        out = {k: v for k, v in vars(self).items() if k != "cached"}
+        out = {
+            k: shown(v) if isinstance(v, str) else v
+            for k, v in vars(self).items()
+            if k not in ("cached", "hashed")
+        }
         out["rejected_by_rule"] = json.dumps(self.rejected_by_rule, sort_keys=True)
         out["flag_counts"] = json.dumps(self.flag_counts, sort_keys=True)
         return out

@@ -10,39 +10,44 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 from flows import cache as sealed
+from flows.ingest.rawfile import entry_kind, open_regular, shown, walk
 
 # Files in a raw folder that describe the data rather than hold it.
 DOCUMENTATION_RE = re.compile(r"(?i)^(?:readme|license|licence|changelog|notice)(?:\.\w+)?$")
 
 
 def discover(paths: Iterable[Path]) -> list[Path]:
-    """Raw files under `paths`: files as given, folders read recursively, hidden names skipped."""
-    found: list[Path] = []
+    """Raw files under `paths`: files as given, folders read recursively (links to folders
+    followed, each folder once), hidden names skipped.
+
+    Entries that are not regular files (FIFOs, sockets, devices, broken links) are listed
+    too, so that their sources rows say what they are; each real file is listed once, by a
+    name that no link to a folder leads to where it has one.
+    """
+    found: list[tuple[Path, bool]] = []
     for path in paths:
         path = Path(path)
         if path.is_dir():
-            found.extend(
-                p
-                for p in sorted(path.rglob("*"))
-                if p.is_file()
-                and not any(part.startswith(".") for part in p.relative_to(path).parts)
-            )
-        elif path.is_file():
-            found.append(path)
+            found.extend(sorted(walk(path)))
+        elif path.exists() or path.is_symlink():
+            found.append((path, False))
         else:
-            raise FileNotFoundError(f"raw input {path} does not exist")
-    # The same file named twice (a folder and a file inside it) is read once.
-    unique: dict[Path, Path] = {}
-    for p in found:
-        unique.setdefault(p.resolve(), p)
-    return list(unique.values())
+            raise FileNotFoundError(f"raw input {shown(path)} does not exist")
+    # The same file named twice (a folder and a file inside it, or a folder and a link to
+    # it) is read once.
+    unique: dict[Path, tuple[Path, bool]] = {}
+    for p, linked in found:
+        key = p.resolve()
+        if key not in unique or (unique[key][1] and not linked):
+            unique[key] = (p, linked)
+    return [p for p, _ in unique.values()]
 
 
 def file_digest(path: Path) -> tuple[str, int]:
     """sha256 and size of a file, read in chunks."""
     digest = hashlib.sha256()
     size = 0
-    with path.open("rb") as handle:
+    with open_regular(path) as handle:
         while chunk := handle.read(1 << 20):
             digest.update(chunk)
             size += len(chunk)
@@ -50,13 +55,19 @@ def file_digest(path: Path) -> tuple[str, int]:
 
 
 def try_digest(path: Path, memo: DigestMemo | None = None) -> tuple[str, int, str | None]:
-    """sha256 and size of a file, or, where it cannot be read (EIO, a vanished file), a
-    stand-in hash naming the error, size 0 and the error for the file's sources row.
+    """sha256 and size of a file, or, where it cannot be read (EIO, a vanished file, a FIFO),
+    a stand-in hash naming the error, size 0 and the error for the file's sources row.
     With a `memo`, a file it knows unchanged is not read again."""
+    if kind := entry_kind(path):  # never opened: a FIFO would block the run
+        return f"not-regular:{kind}", 0, f"{shown(path)}: {kind}, not a regular file"
     try:
         return (*(memo.digest(path) if memo else file_digest(path)), None)
     except OSError as exc:
-        return f"unreadable:{exc.errno}", 0, f"{path}: cannot be read: {exc.strerror or exc}"
+        return (
+            f"unreadable:{exc.errno}",
+            0,
+            f"{shown(path)}: cannot be read: {shown(exc.strerror or exc)}",
+        )
 
 
 class DigestMemo:

@@ -1,90 +1,43 @@
-"""Reading: one raw file into batches of cleaned records (accepted ones spilled to Parquet
-parts, rejects kept), every raw file into one IngestResult, and what follows from it:
-papers, the per-file report, a progress bar."""
+"""Reading: one raw file into batches of cleaned records, accepted ones spilled to Parquet
+parts and rejects kept, with the sources row of the bytes that were read."""
 
 from __future__ import annotations
 
-import gzip
-import json
 import shutil
 import tempfile
 from collections import Counter
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from contextlib import ExitStack, contextmanager
-from dataclasses import dataclass, field
-from functools import cached_property
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import ExitStack
+from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 import polars as pl
 
-from flows.ingest.cache import ParseCache, PartWriter
-from flows.ingest.clean import accepted_schema, concat_frames, normalise_contained
-from flows.ingest.detect import detect_format, name_mismatch, open_binary, sniff
-from flows.ingest.metadata import file_metadata, metadata_warning
+from flows.ingest.cache import PartWriter
+from flows.ingest.clean import normalise_contained
+from flows.ingest.detect import detect_format, open_binary, sniff
+from flows.ingest.metadata import file_metadata
 from flows.ingest.model import (
     FILE_ERRORS,
     NO_OVERRIDE,
     RECORD_SCHEMA,
-    REJECT_SCHEMA,
-    SETTINGS_FILE,
     SNIPPET_CHARS,
-    SOURCE_SCHEMA,
     FileOverride,
     Layout,
     Progress,
     SourceFile,
 )
-from flows.ingest.overrides import Overrides
-from flows.ingest.paths import DOCUMENTATION_RE, DigestMemo, discover, raw_place, try_digest
+from flows.ingest.paths import (
+    file_digest,
+)
+from flows.ingest.rawfile import shown
 from flows.ingest.readers import reader_for
 
 BATCH_RECORDS = 50_000
 # A batch is also cut at this many characters of raw text, so long records keep it small.
 BATCH_CHARS = 32 << 20
-
-
-@dataclass
-class IngestResult:
-    """What ingest hands on: the files seen, accepted records and rejects.
-
-    Accepted records live in Parquet parts (the parse cache or a temporary folder) and
-    are read when `records` is first used; `scan_records()` reads them lazily.
-    """
-
-    sources: pl.DataFrame
-    rejects: pl.DataFrame
-    files: list[SourceFile] = field(default_factory=list)
-    parts: list[tuple[Path, str]] = field(default_factory=list)  # (Parquet part, source path)
-    schema: dict = field(default_factory=dict)
-    workdir: tempfile.TemporaryDirectory | None = None  # holds the parts when not cached
-
-    def scan_records(self) -> pl.LazyFrame:
-        """Accepted records of every file, in file and record order, read lazily.
-
-        All parts are read in one scan, each once (files of equal content share their
-        parts), and each file's rows get its path: 220 cached files of one record each
-        took 0.06 s where a scan per part took 0.7 s, so a raw folder that gains a file
-        a day does not slow every run down.
-        """
-        if not self.parts:
-            return pl.LazyFrame(schema=self.schema)
-        unique = list(dict.fromkeys(str(part) for part, _ in self.parts))
-        columns = list(pl.read_parquet_schema(unique[0]))
-        rows = pl.scan_parquet(unique, include_file_paths="_part").with_row_index("_row")
-        files = pl.LazyFrame(
-            {"_part": [str(part) for part, _ in self.parts],
-             "source_path": [path for _, path in self.parts]},
-            schema={"_part": pl.String, "source_path": pl.String},
-        ).with_row_index("_file")  # fmt: skip
-        return (
-            files.join(rows.drop("source_path"), on="_part").sort("_file", "_row").select(columns)
-        )
-
-    @cached_property
-    def records(self) -> pl.DataFrame:
-        return self.scan_records().collect()
-
 
 RAW_COLUMNS = [c for c in RECORD_SCHEMA if c not in ("source_path", "source_sha256")]
 LIST_COLUMNS = [c for c, t in RECORD_SCHEMA.items() if t == pl.List(pl.String)]
@@ -185,21 +138,39 @@ def _valid_value(value: Any) -> Any:
     return value
 
 
+@dataclass
+class OpenedFile:
+    """A raw file opened for its reader: its records, how far reading got (bytes), and the
+    sha256 and size of the bytes read once reading is done. `exact`: those are exactly the
+    bytes the records came from; else (a reader that reads a path at random, Parquet) they
+    are the file's bytes after reading."""
+
+    records: Iterator[dict]
+    position: Callable[[], int]
+    digest: Callable[[], tuple[str, int]]
+    exact: bool = True
+
+
 def file_records(
     path: Path, layout: Layout, override: FileOverride, stack: ExitStack
-) -> tuple[Iterator[dict], Callable[[], int]]:
-    """The raw records of a file in its layout, and a function telling bytes read so far."""
+) -> OpenedFile:
+    """The raw records of a file in its layout, its progress and the digest of what was read."""
     reader = reader_for(layout.format)
-    if reader.needs_path:
-        target = path
-        if layout.gzip:  # random access (Parquet) needs a decompressed temporary copy
-            folder = Path(stack.enter_context(tempfile.TemporaryDirectory()))
-            target = folder / path.name.removesuffix(".gz")
-            with gzip.open(path, "rb") as src, target.open("wb") as dst:
-                shutil.copyfileobj(src, dst, 1 << 20)
-        return reader.read(target, layout, override), lambda: 0
-    stream, position = open_binary(path, layout.gzip, stack)
-    return reader.read(stream, layout, override), position
+    if not reader.needs_path:
+        stream, position, digest = open_binary(path, layout.gzip, stack)
+        return OpenedFile(reader.read(stream, layout, override), position, digest)
+    if not layout.gzip:
+        return OpenedFile(
+            reader.read(path, layout, override), lambda: 0, partial(file_digest, path), False
+        )
+    # Random access (Parquet) needs a decompressed temporary copy.
+    stream, _, digest = open_binary(path, True, stack)
+    target = Path(stack.enter_context(tempfile.TemporaryDirectory())) / path.name.removesuffix(
+        ".gz"
+    )
+    with target.open("wb") as copy:
+        shutil.copyfileobj(stream, copy, 1 << 20)
+    return OpenedFile(reader.read(target, layout, override), lambda: 0, digest)
 
 
 def ingest_file(
@@ -216,16 +187,51 @@ def ingest_file(
     """Parse one raw file: accepted records go to `writer`, rejects come back.
 
     Only a file that cannot be opened or decoded at all comes back with its error set, no
-    records and nothing left in `writer`; a bad record costs that record alone.
+    records and nothing left in `writer`; a bad record costs that record alone. The sources
+    row describes the bytes whose records were read: a file that changed since `sha` and
+    `size` were taken gets those of what was read, and a warning.
 
     Args:
         parts: the path components that may name the file's venue and year.
     """
-    source = SourceFile(path=str(path), sha256=sha, bytes=size)
+    hashed = (sha, size)
+    for _ in range(2):
+        source, rejected, read, exact = _parse_file(
+            path, min_words, sha, size, writer, override, max_words, progress, parts
+        )
+        if source.error is None and read != (sha, size) and exact:
+            rejected = _restamp(writer, rejected, read[0])
+            source.sha256, source.bytes = read
+        if source.error is not None or exact or read == (sha, size):
+            if (source.sha256, source.bytes) != hashed and source.error is None:
+                source.hashed = hashed
+            return source, rejected
+        writer.discard()  # some version of it was read at random: read the one now there
+        sha, size = read
+    failed = SourceFile(path=shown(path), sha256=sha, bytes=size, format=source.format)
+    failed.error = (
+        f"{shown(path)}: changed while it was read, twice; not read (run again once it is settled)"
+    )
+    return failed, []
+
+
+def _parse_file(
+    path: Path,
+    min_words: int,
+    sha: str,
+    size: int,
+    writer: PartWriter,
+    override: FileOverride,
+    max_words: int | None,
+    progress: Progress | None,
+    parts: Sequence[str],
+) -> tuple[SourceFile, list[pl.DataFrame], tuple[str, int] | None, bool]:
+    """`ingest_file` once: its sources row and rejects, the digest of what was read and
+    whether those are exactly the bytes read (see OpenedFile)."""
+    source = SourceFile(path=shown(path), sha256=sha, bytes=size)
     rejected: list[pl.DataFrame] = []
     flags: Counter[str] = Counter()
     rules: Counter[str] = Counter()
-    notes: list[str] = []
     try:
         gz, head = sniff(path)
         fmt, delimiter = detect_format(head, path.name, override)
@@ -237,8 +243,8 @@ def ingest_file(
             header, override, parts or [path.name], fmt
         )
         with ExitStack() as stack:
-            records, position = file_records(path, layout, override, stack)
-            for batch in record_batches(records, source):
+            opened = file_records(path, layout, override, stack)
+            for batch in record_batches(opened.records, source):
                 ok, bad = normalise_contained(batch, min_words, max_words)
                 writer.write(ok)
                 rejected.append(bad)
@@ -251,258 +257,36 @@ def ingest_file(
                 flags.update(ok["flags"].explode().drop_nulls().to_list())
                 rules.update(bad["rule"].to_list())
                 if progress:
-                    progress(source.path, position(), size)
+                    progress(source.path, opened.position(), size)
+            read = opened.digest()
     except FILE_ERRORS as exc:
         writer.discard()
         failed = SourceFile(path=source.path, sha256=sha, bytes=size, format=source.format)
-        failed.error = f"{path}: {exc}"
-        return failed, []
+        failed.error = f"{source.path}: {shown(exc)}"
+        return failed, [], None, True
     source.rejected_by_rule = dict(sorted(rules.items()))
     source.flag_counts = dict(sorted(flags.items()))
     if "unreadable_rest" in rules:
-        notes.append("reading stopped early; see rejects (unreadable_rest)")
-    source.warning = "; ".join(notes) or None
+        source.warning = "reading stopped early; see rejects (unreadable_rest)"
     if progress:
         progress(source.path, size, size)
-    return source, rejected
+    return source, rejected, read, opened.exact
 
 
-def ingest(
-    paths: Iterable[Path],
-    min_words: int = 20,
-    cache_dir: Path | None = None,
-    max_words: int | None = None,
-    progress: Progress | None = None,
-) -> IngestResult:
-    """Read every raw file under `paths`; broken files are reported in sources and skipped.
+def _restamp(writer: PartWriter, rejected: list[pl.DataFrame], sha: str) -> list[pl.DataFrame]:
+    """Records and rejects given the sha256 of the bytes they were read from, where the
+    file changed after it was hashed (rare: parts are written again)."""
+    for name in writer.names:
+        part = writer.folder / name
+        pl.read_parquet(part).with_columns(source_sha256=pl.lit(sha)).write_parquet(part)
+    return [frame.with_columns(source_sha256=pl.lit(sha)) for frame in rejected]
 
-    Args:
-        cache_dir: where parses of file versions are kept; unchanged files are read from
-            it. Without one, accepted records are spilled to a temporary folder that lives
-            as long as the result.
-        max_words: abstracts longer than this are rejected (too_long); None: no limit.
-        progress: called with (path, bytes read, file size) as reading goes on.
-    """
-    roots = [Path(p) for p in paths]
-    found = discover(roots)
-    overrides = Overrides(roots)
-    cache = ParseCache(cache_dir, min_words, max_words) if cache_dir else None
-    memo = DigestMemo(cache_dir) if cache_dir else None
-    workdir = None if cache else tempfile.TemporaryDirectory(prefix="paperlake-ingest-")
-    files: list[SourceFile] = []
-    records: list[tuple[Path, str]] = []  # (Parquet part, source path)
-    rejected: list[pl.DataFrame] = []
-    settings_seen: dict[Path, Path] = {}
-    for number, path in enumerate(found):
-        if path.name == SETTINGS_FILE:
-            settings_seen.setdefault(path.resolve(), path)
-            continue
-        sha, size, unreadable = try_digest(path, memo)
-        if unreadable:  # a file that cannot be read costs that file, never the run
-            files.append(SourceFile(str(path), sha, size, error=unreadable))
-            continue
-        if DOCUMENTATION_RE.match(path.name) and path not in roots:
-            files.append(
-                SourceFile(
-                    str(path),
-                    sha,
-                    size,
-                    format="documentation",
-                    warning=("documentation, not data: not read (name it with --raw to read it)"),
-                )
-            )
-            continue
-        override, settings = overrides.for_file(path)
-        if settings is not None:
-            settings_seen.setdefault(settings.resolve(), settings)
-        folder, relative = raw_place(path, roots)
-        parts = [folder.resolve().name, *relative.split("/")]
-        hit = cache.load(SourceFile(str(path), sha, size), override, parts) if cache else None
-        if hit:
-            source, names, bad = hit
-            source.cached = True
-            records.extend((p, str(path)) for p in names)
-            rejected.append(bad)
-            if progress:
-                progress(str(path), size, size)
-        elif cache:
-            job = ParseJob(path, sha, size, override, tuple(parts))
-            source, stored, bad = parse_into_cache(job, cache, progress)
-            records.extend((p, str(path)) for p in stored)
-            rejected.extend(bad)
-        else:
-            writer = PartWriter(Path(workdir.name) / f"{number:06d}")
-            source, bad = ingest_file(
-                path, min_words, sha, size, writer, override, max_words, progress, parts
-            )
-            records.extend((writer.folder / n, str(path)) for n in writer.names)
-            rejected.extend(bad)
-        # Said after caching, since files of equal content share a parse: what the file's
-        # name and place mean for it.
-        fmt = (source.format or "").removesuffix(".gz")
-        mismatch = None if override.format or not fmt else name_mismatch(fmt, path.name)
-        advice = metadata_warning(source, folder, relative)
-        source.warning = "; ".join(filter(None, (mismatch, source.warning, advice))) or None
-        files.append(source)
-    for key, settings in settings_seen.items():
-        overrides.rules(settings)
-        sha, size, unreadable = try_digest(settings, memo)
-        error = overrides.errors.get(key) or unreadable
-        files.append(SourceFile(str(settings), sha, size, format="settings", error=error))
-    if memo:
-        memo.save()
-    sources = pl.DataFrame([f.row() for f in files], schema=SOURCE_SCHEMA)
-    return IngestResult(
-        sources=sources,
-        rejects=concat_frames(rejected, REJECT_SCHEMA),
-        files=files,
-        parts=records,
-        schema=accepted_schema(min_words),
-        workdir=workdir,
+
+def changed_note(source: SourceFile) -> str | None:
+    """What a run says of a file that changed between its hashing and its reading."""
+    if source.hashed is None:
+        return None
+    return (
+        f"the file changed while this run read it ({source.hashed[1]:,} bytes when hashed, "
+        f"{source.bytes:,} read): its sha256 and bytes are those of the bytes read"
     )
-
-
-@dataclass(frozen=True)
-class ParseJob:
-    """One raw file version whose parse is not cached yet: a piece a worker can parse."""
-
-    path: Path
-    sha256: str
-    size: int
-    override: FileOverride
-    parts: tuple[str, ...]  # the path components that may name its venue and year
-
-
-def parse_into_cache(
-    job: ParseJob, cache: ParseCache, progress: Progress | None = None
-) -> tuple[SourceFile, list[Path], list[pl.DataFrame]]:
-    """Parse one file into the parse cache (a file that failed stays out of it).
-
-    Returns:
-        its sources row, the Parquet parts of its accepted records, and its rejects.
-    """
-    writer = cache.writer(job.sha256, job.override, job.parts)
-    source, bad = ingest_file(
-        job.path, cache.min_words, job.sha256, job.size, writer, job.override,
-        cache.max_words, progress, job.parts,
-    )  # fmt: skip
-    if source.error is not None:
-        return source, [writer.folder / n for n in writer.names], bad
-    rejects = concat_frames(bad, REJECT_SCHEMA)
-    return source, cache.store(source, writer, rejects, job.override, job.parts), bad
-
-
-def pending_parses(
-    paths: Iterable[Path], min_words: int, max_words: int | None, cache_dir: Path
-) -> list[ParseJob]:
-    """The raw files under `paths` that `ingest` would parse now: those whose parse is not
-    in the cache. A cluster parses them side by side first; `ingest` then reads the cache.
-
-    Settings files, documentation and unreadable files are left to `ingest`.
-    """
-    roots = [Path(p) for p in paths]
-    overrides = Overrides(roots)
-    cache = ParseCache(cache_dir, min_words, max_words)
-    memo = DigestMemo(cache_dir)
-    jobs = []
-    for path in discover(roots):
-        if path.name == SETTINGS_FILE or (DOCUMENTATION_RE.match(path.name) and path not in roots):
-            continue
-        sha, size, unreadable = try_digest(path, memo)
-        if unreadable:
-            continue
-        override, _ = overrides.for_file(path)
-        folder, relative = raw_place(path, roots)
-        parts = (folder.resolve().name, *relative.split("/"))
-        if not cache.has(sha, override, parts):
-            jobs.append(ParseJob(path, sha, size, override, parts))
-    memo.save()
-    return jobs
-
-
-def build_papers(records: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
-    """One paper per paper_id (its first location) and every location of every paper.
-
-    Returns:
-        papers, paper_sources (paper_id with each source path, line and byte offset).
-    """
-    ordered = records.with_row_index("seen_order")
-    locations = ordered.select(
-        "paper_id", "source_path", "source_sha256", "record_no", "line", "byte_offset"
-    )
-    counts = locations.group_by("paper_id").agg(n_locations=pl.len().cast(pl.Int32))
-    # Each paper's first record as seen: at 104,000 records 0.11 s, where
-    # unique(keep="first", maintain_order=True) over every column took 0.19 s.
-    papers = (
-        ordered.filter(pl.col("paper_id").is_first_distinct())
-        .join(counts, on="paper_id")
-        .select(
-            "paper_id",
-            "source_path",
-            "source_sha256",
-            "record_no",
-            "line",
-            "byte_offset",
-            "n_locations",
-            "venue",
-            "year",
-            "external_id",
-            "title",
-            "authors",
-            "keywords",
-            "categories",
-            "decision",
-            "abstract",
-            "abstract_raw",
-            "word_count",
-            "links",
-            "unresolved_macros",
-            "flags",
-            "control_chars_removed",
-        )
-        .sort("paper_id")
-    )
-    return papers, locations.sort("paper_id", "source_path", "record_no")
-
-
-def file_report(sources: pl.DataFrame) -> pl.DataFrame:
-    """Per file: format, records seen, accepted, rejected (by rule), flags, error, warning."""
-
-    def counts(text: str | None) -> str:
-        spec = json.loads(text) if text else {}
-        return ", ".join(f"{k}: {v}" for k, v in spec.items())
-
-    return sources.select(
-        "path",
-        "format",
-        seen="records_seen",
-        accepted="accepted",
-        rejected="rejected",
-        rejected_by_rule=pl.col("rejected_by_rule").map_elements(counts, return_dtype=pl.String),
-        flags=pl.col("flag_counts").map_elements(counts, return_dtype=pl.String),
-        error="error",
-        warning="warning",
-    )
-
-
-@contextmanager
-def reading_progress(show: bool = True) -> Iterator[Progress]:
-    """A transient progress bar of bytes read per file, as a callback for ingest()."""
-    from rich.console import Console
-    from rich.progress import BarColumn, DownloadColumn
-    from rich.progress import Progress as Bar
-
-    with Bar(
-        "[progress.description]{task.description}",
-        BarColumn(),
-        DownloadColumn(),
-        console=Console(stderr=True),
-        transient=True,
-        disable=not show,
-    ) as bar:
-        task = bar.add_task("reading", total=None)
-
-        def advance(path: str, done: int, total: int) -> None:
-            bar.update(task, description=Path(path).name, completed=done, total=total)
-
-        yield advance
