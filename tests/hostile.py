@@ -117,6 +117,65 @@ def proper_csv(rows: list[dict[str, str]], header: list[str]) -> str:
     return out.getvalue()
 
 
+# How an abstract holds quotes that an exporter wrapped in quotes without doubling: inside,
+# at its start or end, next to commas, alone. {w} is a word, {a} a sample abstract.
+INNER_QUOTES = (
+    'We propose a "so-called" {w} method. {a}',
+    '"{W}" is what we call it. {a}',
+    '{a} We call this "{w}"',
+    '{a} It is "fast", "robust", and "{w}".',
+    '"{w}", the method, {a}',
+    '{a} A 12" display, then "{w}" again',
+    '{a} The "{w}," as they say, works.',
+    '{a} It ends with one lone quote "',
+    'A "{w}"-based model, "end-to-end", for {a}',
+    '{a} (see "{W} et al.", 2023)',
+)
+# Rows an export breaks in a way no reading can pin down: a quoted title and abstract both
+# holding undoubled quotes, an abstract over two lines, quotes that look like a field's end.
+UNPINNED = (
+    {"title": 'The "{w}" model', "abstract": 'A "{w}" method. {a}'},
+    {"abstract": '{a}\nA second line with "{w}" in it.'},
+    {"abstract": '{a} Both "{w}","{w}" here.'},
+)
+
+
+def inner_quote_rows(n: int, seed: int = 11, share: float = 0.25) -> list[dict[str, str]]:
+    """OpenReview-like records, `share` of them with abstracts holding quotes in the ways
+    of INNER_QUOTES (in turn, with a random word)."""
+    rng = random.Random(seed)
+    rows = openreview_rows(n, seed)
+    quoted = sorted(rng.sample(range(n), round(n * share)))
+    for turn, i in enumerate(quoted):
+        word = rng.choice(WORDS)
+        form = INNER_QUOTES[turn % len(INNER_QUOTES)]
+        rows[i]["abstract"] = form.format(a=rows[i]["abstract"], w=word, W=word.capitalize())
+    return rows
+
+
+def unpinned_rows(seed: int = 12) -> list[dict[str, str]]:
+    """One OpenReview-like record for each way of UNPINNED."""
+    rows = openreview_rows(len(UNPINNED), seed)
+    for i, (row, change) in enumerate(zip(rows, UNPINNED, strict=True)):
+        row["id"] = row["forum"] = f"unpinned{i}"
+        row["forum"] = f"{FORUM}unpinned{i}"
+        for key, form in change.items():
+            row[key] = form.format(a=row["abstract"], w="tokens", W="Tokens")
+    return rows
+
+
+def undoubled_csv(rows: list[dict[str, str]], header: list[str]) -> str:
+    """CSV as an exporter writes it that quotes a field holding a comma, quote or line
+    break, but does not double the quotes inside it."""
+
+    def field(value: str) -> str:
+        return f'"{value}"' if any(c in value for c in ',"\n') else value
+
+    lines = [",".join(header)]
+    lines += [",".join(field(row[c]) for c in header) for row in rows]
+    return "\n".join(lines) + "\n"
+
+
 def cut_short(data: bytes) -> bytes:
     """Gzip data cut before its end: the last 2,000 bytes, or a fifth of a small file."""
     return data[: len(data) - min(2000, len(data) // 5)]
@@ -153,6 +212,10 @@ def write_all(folder: Path, scale: float = 1.0) -> list[Path]:
         ),
         write(folder / "huge_line.txt", "word " * 2_000_000 + "\n" + lines),
         write(folder / "no_abstract_column.csv", "paper,notes\n" + "p1,see the pdf\n" * 3),
+        write(
+            folder / "ICLR17_quotes.csv",
+            undoubled_csv(inner_quote_rows(count(400)) + unpinned_rows(), OPENREVIEW_HEADER),
+        ),
     ]
 
 

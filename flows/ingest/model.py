@@ -17,7 +17,8 @@ from flows.ingest.rawfile import shown
 
 # Bump when parsing or cleaning changes, so that cached parses of unchanged files are redone.
 # 4: BibTeX is a format; a file that was read as lines because it holds BibTeX is re-read.
-INGEST_VERSION = "5"
+# 6: CSV rows with undoubled inner quotes are read.
+INGEST_VERSION = "6"
 SNIPPET_CHARS = 200
 SETTINGS_FILE = "paperlake.toml"
 # Files a run lists in sources without parsing them for records.

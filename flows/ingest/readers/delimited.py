@@ -6,11 +6,13 @@ import csv
 import itertools
 import re
 from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from typing import IO
 
 from flows.ingest.fields import column_key, fill_fields, map_columns
 from flows.ingest.model import FileOverride, Found, IngestError, Layout, Reader
 from flows.ingest.readers.common import snippet, valid_text
+from flows.ingest.readers.quotes import read_loose_row
 
 CSV_FIELD_LIMIT = 16 << 20
 # Columns whose values have a recognisable shape: they anchor a repair of a shifted row.
@@ -64,24 +66,35 @@ class LineFeed:
         self.line_no = 0
         self.offset = 0
         self.raw: list[bytes] = []
+        self.pending: list[bytes] = []  # lines given back, to be read again first
 
     def __iter__(self) -> LineFeed:
         return self
 
     def __next__(self) -> str:
-        line = next(self.lines)
+        line = self.pending.pop(0) if self.pending else next(self.lines)
         self.line_no += 1
         self.offset += len(line)
         self.raw.append(line)
         # Undecodable bytes travel as surrogate escapes and are reported per record.
         return line.decode("utf-8", "surrogateescape")
 
+    def give_back(self) -> None:
+        """Read again the lines of the current record after its first one."""
+        lines = self.raw[1:]
+        del self.raw[1:]
+        self.pending[:0] = lines
+        self.line_no -= len(lines)
+        self.offset -= sum(map(len, lines))
+
 
 def read_delimited(stream: IO[bytes], delimiter: str, columns: Mapping[str, str]) -> Iterator[dict]:
     """Records of CSV/TSV with a header; a quoted field may span lines.
 
     A row with too many fields is repaired when an id or link column pins down which
-    field's commas shifted the rest; otherwise it is rejected, as are rows with too few.
+    field's commas shifted the rest; a one-line row in which one quoted field holds quotes
+    that were not doubled is read when every other column parses (see readers/quotes.py);
+    otherwise it is rejected, as are rows with too few.
     """
     csv.field_size_limit(CSV_FIELD_LIMIT)
     feed = LineFeed(stream)
@@ -94,55 +107,93 @@ def read_delimited(stream: IO[bytes], delimiter: str, columns: Mapping[str, str]
         raise IngestError(f"the header line cannot be read as CSV: {exc}") from None
     if header:
         header[0] = header[0].lstrip("\ufeff")
-    positions = map_columns(header, columns)
-    anchors = anchor_columns(header, positions)
-    width = len(header)
+    table = Table(header, map_columns(header, columns), delimiter)
     while True:
         line, offset = feed.line_no + 1, feed.offset
         feed.raw.clear()
+        record: dict = {"line": line, "byte_offset": offset}
         try:
             row = next(reader)
         except StopIteration:
             return
         except csv.Error as exc:
-            yield {
-                "line": line,
-                "byte_offset": offset,
-                "read_rule": "unparseable_row",
-                "read_reason": f"CSV error: {exc}",
-                "raw_snippet": snippet(b"".join(feed.raw)),
-            }
             reader = csv.reader(feed, delimiter=delimiter, strict=True)
-            continue
+            row, problem = table.loose_row(feed)
+            if row is None:
+                raw = b"".join(feed.raw)
+                reason = f"CSV error: {exc}; {problem}"
+                yield record | _reject("unparseable_row", reason, raw)
+                continue
+            record["read_flags"] = ["repaired_quotes"]
         if not row or (len(row) == 1 and not row[0].strip()):
             continue  # a blank line holds no record
+        yield table.record(record, row, feed)
+
+
+def _reject(rule: str, reason: str, raw: bytes) -> dict:
+    return {"read_rule": rule, "read_reason": reason, "raw_snippet": snippet(raw)}
+
+
+@dataclass
+class Table:
+    """What a delimited file's header says: its columns, which field each holds, and the
+    columns that anchor the repair of a row."""
+
+    header: list[str]
+    positions: dict[str, int]
+    delimiter: str
+
+    def __post_init__(self):
+        self.anchors = anchor_columns(self.header, self.positions)
+        self.width = len(self.header)
+
+    def record(self, record: dict, row: list[str], feed: LineFeed) -> dict:
+        """The record of a row the csv module read: its fields, or why it is rejected."""
+        if len(row) != self.width:
+            fixed, problem = self.loose_row(feed)
+            if fixed is not None:
+                record["read_flags"] = ["repaired_quotes"]
+            else:
+                text = valid_text(b"".join(feed.raw).decode("utf-8", "surrogateescape"))
+                fixed, problem = repair_row(
+                    text.rstrip("\r\n"), self.delimiter, self.width, self.anchors
+                )
+                if fixed is None:
+                    record["read_rule"] = "wrong_field_count"
+                    record["read_reason"] = (
+                        f"row has {len(row)} fields, the header has {self.width}; {problem}"
+                    )
+                    record["raw_snippet"] = snippet(b"".join(feed.raw))
+                    return record
+                record["read_flags"] = ["repaired_fields"]
+            row = fixed
         raw = b"".join(feed.raw)
-        record: dict = {"line": line, "byte_offset": offset, "raw_snippet": snippet(raw)}
+        record["raw_snippet"] = snippet(raw)
         try:
             raw.decode("utf-8")
         except UnicodeDecodeError as exc:
-            record["decode_error"] = f"invalid UTF-8 at byte {offset + exc.start}"
+            record["decode_error"] = f"invalid UTF-8 at byte {record['byte_offset'] + exc.start}"
             row = [valid_text(value) for value in row]
-        if len(row) != width:
-            text = valid_text(raw.decode("utf-8", "surrogateescape")).rstrip("\r\n")
-            fixed, problem = repair_row(text, delimiter, width, anchors)
-            if fixed is None:
-                record["read_rule"] = "wrong_field_count"
-                record["read_reason"] = (
-                    f"row has {len(row)} fields, the header has {width}; {problem}"
-                )
-                yield record
-                continue
-            row = fixed
-            record["read_flags"] = ["repaired_fields"]
-        if "abstract_raw" not in positions:
+        if "abstract_raw" not in self.positions:
             record["read_rule"] = "empty_abstract"
             record["read_reason"] = "no abstract column among the header's columns " + ", ".join(
-                header[:20]
+                self.header[:20]
             )
-            yield record
-            continue
-        yield fill_fields(record, {f: row[i] for f, i in positions.items()})
+            return record
+        return fill_fields(record, {f: row[i] for f, i in self.positions.items()})
+
+    def loose_row(self, feed: LineFeed) -> tuple[list[str] | None, str]:
+        """The current record read as one physical line in which one quoted field holds
+        quotes that were not doubled; where the csv module read on into the next lines,
+        they are given back to be read again. None and why, where it cannot be pinned."""
+        lines = feed.raw
+        if len(lines) > 1 and not any(k in ("id", "url") for k in self.anchors.values()):
+            return None, "a row over more than one line with no id or link column to pin it"
+        text = valid_text(lines[0].decode("utf-8", "surrogateescape")).rstrip("\r\n")
+        values, problem = read_loose_row(text, self.delimiter, self.width, self.anchors, _fits)
+        if values is not None and len(lines) > 1:
+            feed.give_back()
+        return values, problem
 
 
 def anchor_columns(header: Sequence[str], positions: Mapping[str, int]) -> dict[int, str]:
