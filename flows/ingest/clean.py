@@ -96,9 +96,18 @@ def _unescape_entities(series: pl.Series) -> pl.Series:
     """HTML entities decoded (&amp; is &, &#8201; a thin space); only where an & occurs."""
     return pl.Series(
         series.name,
-        [html.unescape(v) if v is not None and "&" in v else v for v in series.to_list()],
+        [unescape(v) if v is not None and "&" in v else v for v in series.to_list()],
         dtype=pl.String,
     )
+
+
+def unescape(text: str) -> str:
+    """`text` with HTML entities decoded until none is left to decode: an export escaped
+    twice (`Q&amp;amp;A`, `it&amp;#39;s`) reads as one escaped once does (`Q&A`, `it's`).
+    Each round shortens the text, so it ends."""
+    while "&" in text and (decoded := html.unescape(text)) != text:
+        text = decoded
+    return text
 
 
 def _accent_table() -> tuple[list[str], list[str]]:
@@ -127,9 +136,10 @@ TEX_ACCENT_PATTERNS, TEX_ACCENT_LETTERS = _accent_table()
 def clean_text(column: str) -> pl.Expr:
     """Plain readable text from raw text with LaTeX, markdown or HTML in it.
 
-    HTML entities are decoded and tags stripped; LaTeX macros, accents and math symbols
-    are resolved; hyphenated line breaks are joined; Unicode spaces become plain spaces;
-    control, private-use and invisible characters go; whitespace collapses; NFC.
+    HTML entities are decoded (those escaped twice or more too) and tags stripped; LaTeX
+    macros, accents and math symbols are resolved; hyphenated line breaks are joined;
+    Unicode spaces become plain spaces; control, private-use and invisible characters go;
+    whitespace collapses; NFC.
     """
     expr = pl.col(column).fill_null("").map_batches(_unescape_entities, return_dtype=pl.String)
     expr = expr.str.replace_all(INLINE_TAG_RE, "").str.replace_all(BLOCK_TAG_RE, " ")
