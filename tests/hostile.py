@@ -176,6 +176,95 @@ def undoubled_csv(rows: list[dict[str, str]], header: list[str]) -> str:
     return "\n".join(lines) + "\n"
 
 
+# A module of Python source, as a raw folder may hold one under a data file's name.
+PYTHON_SOURCE = '''"""Helpers that read the settings of a warehouse and tell a user what is wrong
+with them, one line per problem, so that a run never starts on settings it cannot use."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+DEFAULTS = {"min_words": 20, "max_words": None, "model": "all-MiniLM-L6-v2"}
+
+
+def load(path: Path) -> dict:
+    """The settings in `path`, with the defaults for every key the file leaves out.
+
+    A key the file names twice keeps its last value, as the JSON reader does, and a
+    file that is not valid JSON is reported with the line and column of the problem.
+
+    Args:
+        path: the settings file, JSON, as written by hand or by the settings command.
+    """
+    try:
+        spec = json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"{path}: not valid JSON at line {exc.lineno}") from None
+    return DEFAULTS | spec
+
+
+def check(settings: dict) -> list[str]:
+    problems = []
+    for key, value in settings.items():
+        if key not in DEFAULTS:
+            problems.append(f"unknown setting {key!r}")
+        elif value is not None and not isinstance(value, type(DEFAULTS[key]) or str):
+            problems.append(f"{key} should be {type(DEFAULTS[key]).__name__}")
+    return problems
+'''
+# Abstracts that are not prose: a record written out, settings, tables, code.
+NOT_PROSE = {
+    "object": {"title": "A study", "year": 2020, "venue": "ICML", "pages": "1-10", "doi": "x"},
+    "yaml": "name: paperlake\nversion: 0.1.0\nmodel: all-MiniLM-L6-v2\nbatch_size: 64\n"
+    "min_words: 20\nmax_words: 2000\ndevice: cpu",
+    "markdown table": "| model | accuracy | notes |\n|---|---|---|\n| bert | 91.2 | base |\n"
+    "| ours | 93.1 | with sparse attention |\n| gpt | 90.1 | zero shot |",
+    "latex table": "Method & Accuracy & F1 \\\\\nBERT & 91.2 & 88.1 \\\\\nRoBERTa & 92.0 & 89.3 "
+    "\\\\\nOurs & 93.1 & 90.2 \\\\\nBaseline & 85.0 & 80.1 \\\\",
+    "numbers": "epoch loss acc f1\n1 0.93 0.61 0.58\n2 0.71 0.70 0.66\n3 0.55 0.77 0.74\n"
+    "4 0.49 0.80 0.78\n5 0.45 0.82 0.80",
+    "javascript": "function debounce(fn, wait) {\n  let timer = null;\n  return function (...args) "
+    "{\n    clearTimeout(timer);\n    timer = setTimeout(() => fn.apply(this, args), wait);\n"
+    "  };\n}",
+    "c": "#include <stdio.h>\nint main(int argc, char **argv) {\n    for (int i = 0; i < argc; "
+    'i++) {\n        printf("%s\\n", argv[i]);\n    }\n    return 0;\n}',
+}
+# Prose that must stay prose: other languages and scripts, LaTeX, a structured abstract,
+# a hard-wrapped one, one about code.
+PROSE = {
+    "german": "Wir untersuchen, wie sich große Sprachmodelle auf kleine Geräte übertragen "
+    "lassen. Dazu schlagen wir ein Verfahren vor, das die Gewichte schrittweise "
+    "verdichtet und dabei die Genauigkeit auf sieben Datensätzen weitgehend erhält.",
+    "chinese": "我们提出了一种新的稀疏注意力方法，它在长文本上的计算量随序列长度线性增长。"
+    "在七个基准数据集上，该方法在保持精度的同时将推理速度提高了三倍，并且易于实现。",
+    "russian": "Мы изучаем, как большие языковые модели переносятся на малые устройства. "
+    "Предложенный метод постепенно сжимает веса и сохраняет точность на семи наборах "
+    "данных, а код метода открыт.",
+    "latex": "We prove that for every $\\epsilon > 0$ the map $f: \\mathbb{R}^n \\to "
+    "\\mathbb{R}^m$ with $\\|f(x) - f(y)\\| \\le L \\|x - y\\|$ admits an "
+    "$O(n \\log n)$ algorithm, improving the bound of $O(n^2)$ known since 1998.",
+    "structured": "BACKGROUND: Breast cancer screening reduces deaths in women over fifty.\n"
+    "METHODS: We followed 12,000 women in four regions for ten years.\nRESULTS: Deaths "
+    "fell by 21% (95% CI 15-27%) among women screened every two years.\nCONCLUSIONS: "
+    "Screening every two years is worth its cost in these regions.",
+    "wrapped": "  We study the response of a driven oscillator to slow changes of its\n"
+    "frequency, and show that the adiabatic invariant is kept to all orders in the\n"
+    "rate of change when the driving is smooth.\n  We then turn to the case where the\n"
+    "driving has a kink, and find a correction that scales as the square of the rate.",
+    "about code": "We present a tool that finds bugs in Python programs by reading their "
+    "source code, and show that it finds 41 bugs in 12 popular packages, among them "
+    "errors in how functions such as json.loads and os.path.join are called.",
+}
+WITHDRAWN = (
+    "This paper has been withdrawn by the authors.",
+    "This submission has been withdrawn by the author due to an error in Lemma 3.",
+    "Withdrawn.",
+    "[Withdrawn]",
+    "The authors have withdrawn this paper because a crucial step of the proof fails.",
+)
+
+
 def cut_short(data: bytes) -> bytes:
     """Gzip data cut before its end: the last 2,000 bytes, or a fifth of a small file."""
     return data[: len(data) - min(2000, len(data) // 5)]

@@ -217,9 +217,9 @@ def test_validate_on_hostile_exports_shows_no_traceback_and_accounts_for_every_f
     assert done.returncode == 0, done.stderr
     assert "Traceback" not in done.stderr + done.stdout
     files = json.loads(done.stdout)
-    assert len(files) == 9
+    assert len(files) == 10
     assert all(f["seen"] == f["accepted"] + f["rejected"] for f in files)
-    assert sum(f["seen"] for f in files) == 3201
+    assert sum(f["seen"] for f in files) == 3201 + 403
     warned = {f["path"].rsplit("/", 1)[-1]: f["warning"] for f in files if f["warning"]}
     assert warned["not_json.json"].startswith("named .json but the content is lines")
 

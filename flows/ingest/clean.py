@@ -11,6 +11,7 @@ from urllib.parse import urlparse
 import polars as pl
 
 from flows.ingest.model import RECORD_SCHEMA, REJECT_SCHEMA, SNIPPET_CHARS
+from flows.ingest.prose import reject_not_prose
 
 URL_RE = r"https?://[^\s<>\"'{}\\]*"
 URL_TRAILING = ".,;:)]}'\""
@@ -89,6 +90,15 @@ CONTROL_RE = r"[\p{Cc}\p{Co}\u200b\u00ad\u2060\ufeff&&[^\t\n\r]]"
 # Markup in a raw abstract: HTML tags, TeX macros and braces, entities.
 MARKUP_RE = r"<[^<>]{0,200}>|\\[A-Za-z]+|[{}$]|&#?\w{1,10};"
 COMMON_LETTERS = "etaoins"
+# A notice in the place of an abstract: "This paper has been withdrawn (by the authors)",
+# "Withdrawn.", "[Withdrawn]", "The authors have withdrawn this submission".
+WITHDRAWN_RE = (
+    r"(?i)^\W*(?:withdrawn\b\W*(?:$|by\b|\.|:|-|—|\])"
+    r"|(?:this|the) (?:paper|article|submission|manuscript|preprint|work|version|abstract)\b"
+    r"[^.]{0,80}?\b(?:has|have|had|is|was|were) (?:now |been )*withdrawn\b"
+    r"|(?:this |the )?(?:author|authors) (?:has|have|had) withdrawn\b"
+    r"|(?:paper|article|submission|manuscript) withdrawn\b)"
+)
 LINK_DTYPE = pl.List(pl.Struct({"url": pl.String, "kind": pl.String}))
 
 
@@ -207,7 +217,8 @@ def with_flags(accepted: pl.DataFrame, min_words: int) -> pl.DataFrame:
     missing_letter:<c>: a common letter absent from a long abstract (a lost character);
     all_lowercase: no capital letter at all; mostly_markup: half the raw text is markup;
     short_abstract: a titled record whose abstract has fewer than `min_words` words;
-    plus what readers flagged (repaired_fields).
+    withdrawn: a withdrawal notice where the abstract belongs; plus what readers flagged
+    (repaired_fields, repaired_quotes).
     """
     raw = pl.col("abstract_raw").fill_null("")
     # Helper columns first: an eager frame does not share repeated subexpressions.
@@ -232,6 +243,7 @@ def with_flags(accepted: pl.DataFrame, min_words: int) -> pl.DataFrame:
         pl.when(pl.col("title").is_not_null() & (pl.col("word_count") < min_words)).then(
             pl.lit("short_abstract")
         ),
+        pl.when(pl.col("abstract").str.contains(WITHDRAWN_RE)).then(pl.lit("withdrawn")),
     ]
     read_flags = pl.col("read_flags").fill_null(pl.lit([], dtype=pl.List(pl.String)))
     return helped.with_columns(
@@ -310,7 +322,7 @@ def normalise(
             )
         )
     )
-    cleaned = cleaned.with_columns(rule=rule, reason=reason)
+    cleaned = reject_not_prose(cleaned.with_columns(rule=rule, reason=reason))
     rejects = cleaned.filter(pl.col("rule").is_not_null()).select(
         "source_path",
         "source_sha256",

@@ -17,7 +17,8 @@ from flows.ingest.rawfile import shown
 
 # Bump when parsing or cleaning changes, so that cached parses of unchanged files are redone.
 # 4: BibTeX is a format; a file that was read as lines because it holds BibTeX is re-read.
-# 6: CSV rows with undoubled inner quotes are read.
+# 6: CSV rows with undoubled inner quotes are read; entities escaped twice are decoded;
+# code, dictionaries and tables are rejected (not_prose); withdrawal notices are flagged.
 INGEST_VERSION = "6"
 SNIPPET_CHARS = 200
 SETTINGS_FILE = "paperlake.toml"
@@ -27,6 +28,7 @@ REJECT_RULES = (
     "empty_abstract",
     "too_short",
     "too_long",
+    "not_prose",  # code, a key: value dictionary or a table, not an abstract
     "invalid_utf8",
     "invalid_json",
     "not_a_record",
