@@ -265,6 +265,41 @@ WITHDRAWN = (
 )
 
 
+def stripped_letter(text: str, letter: str, keep_every: int = 0) -> str:
+    """`text` as a broken scrape leaves it: every `letter` (either case) gone, or all but
+    every `keep_every`-th one."""
+    seen = 0
+
+    def drop(char: str) -> str:
+        nonlocal seen
+        if char.lower() != letter:
+            return char
+        seen += 1
+        return char if keep_every and seen % keep_every == 0 else ""
+
+    return "".join(drop(char) for char in text)
+
+
+def mojibake(text: str) -> str:
+    """`text` written as UTF-8 and read back as cp1252 (Latin-1 where cp1252 has no
+    character): "café" as "cafÃ©", "’" as "â€™"."""
+    return "".join(
+        byte.decode("cp1252", errors="strict")
+        if byte[0] not in (0x81, 0x8D, 0x8F, 0x90, 0x9D)
+        else byte.decode("latin-1")
+        for byte in (bytes([b]) for b in text.encode("utf-8"))
+    )
+
+
+def export_jsonl(abstracts: list[str], titles: list[str] | None = None) -> str:
+    """JSON Lines of records with ids, titles and the given abstracts."""
+    titles = titles or [f"Paper {i}" for i in range(len(abstracts))]
+    return "".join(
+        json.dumps({"id": f"p{i}", "title": t, "abstract": a}, ensure_ascii=False) + "\n"
+        for i, (t, a) in enumerate(zip(titles, abstracts, strict=True))
+    )
+
+
 def cut_short(data: bytes) -> bytes:
     """Gzip data cut before its end: the last 2,000 bytes, or a fifth of a small file."""
     return data[: len(data) - min(2000, len(data) // 5)]
@@ -304,6 +339,10 @@ def write_all(folder: Path, scale: float = 1.0) -> list[Path]:
         write(
             folder / "ICLR17_quotes.csv",
             undoubled_csv(inner_quote_rows(count(400)) + unpinned_rows(), OPENREVIEW_HEADER),
+        ),
+        write(
+            folder / "scrape_lost_p.jsonl",
+            export_jsonl([stripped_letter(a, "p") for a in sample_abstracts()[: count(38)]]),
         ),
     ]
 

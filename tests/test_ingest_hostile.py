@@ -217,11 +217,12 @@ def test_validate_on_hostile_exports_shows_no_traceback_and_accounts_for_every_f
     assert done.returncode == 0, done.stderr
     assert "Traceback" not in done.stderr + done.stdout
     files = json.loads(done.stdout)
-    assert len(files) == 10
+    assert len(files) == 11
     assert all(f["seen"] == f["accepted"] + f["rejected"] for f in files)
-    assert sum(f["seen"] for f in files) == 3201 + 403
+    assert sum(f["seen"] for f in files) == 3201 + 403 + 38
     warned = {f["path"].rsplit("/", 1)[-1]: f["warning"] for f in files if f["warning"]}
     assert warned["not_json.json"].startswith("named .json but the content is lines")
+    assert warned["scrape_lost_p.jsonl"].startswith("'p' is 0.00% of its letters")
 
 
 def test_a_file_that_cannot_be_read_costs_that_file_and_nothing_else(tmp_path):

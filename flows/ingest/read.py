@@ -15,6 +15,7 @@ from typing import Any
 
 import polars as pl
 
+from flows.ingest.anomalies import CharacterStats
 from flows.ingest.cache import PartWriter
 from flows.ingest.clean import normalise_contained
 from flows.ingest.detect import detect_format, open_binary, sniff
@@ -232,6 +233,7 @@ def _parse_file(
     rejected: list[pl.DataFrame] = []
     flags: Counter[str] = Counter()
     rules: Counter[str] = Counter()
+    stats = CharacterStats()
     try:
         gz, head = sniff(path)
         fmt, delimiter = detect_format(head, path.name, override)
@@ -246,6 +248,7 @@ def _parse_file(
             opened = file_records(path, layout, override, stack)
             for batch in record_batches(opened.records, source):
                 ok, bad = normalise_contained(batch, min_words, max_words)
+                ok = stats.flag(ok)
                 writer.write(ok)
                 rejected.append(bad)
                 source.records_seen += batch.height
@@ -266,8 +269,12 @@ def _parse_file(
         return failed, [], None, True
     source.rejected_by_rule = dict(sorted(rules.items()))
     source.flag_counts = dict(sorted(flags.items()))
-    if "unreadable_rest" in rules:
-        source.warning = "reading stopped early; see rejects (unreadable_rest)"
+    stopped = (
+        "reading stopped early; see rejects (unreadable_rest)"
+        if "unreadable_rest" in rules
+        else None
+    )
+    source.warning = "; ".join(filter(None, (stats.warning(source.flag_counts), stopped))) or None
     if progress:
         progress(source.path, size, size)
     return source, rejected, read, opened.exact
