@@ -697,7 +697,7 @@ def test_accepted_records_are_spilled_to_parquet_and_read_lazily(tmp_path, monke
         "\n".join(json.dumps({"abstract": t}) for t in (ONE, TWO, THREE, ONE, TWO)),
     )
     result = ingest.ingest([path])
-    assert len(result.parts) == 3 and all(p.exists() for p, _ in result.parts)
+    assert len(result.parts) == 3 and all(p.exists() for p, _, _ in result.parts)
     lazy = result.scan_records()
     assert isinstance(lazy, pl.LazyFrame)
     assert lazy.select(pl.len()).collect().item() == 5
@@ -769,7 +769,7 @@ def test_cached_files_come_back_in_order_each_with_its_own_path(tmp_path):
     first = ingest.ingest([raw], cache_dir=cache)
     again = ingest.ingest([raw], cache_dir=cache)
     assert [f.cached for f in again.files] == [True, True, True]
-    assert len({part for part, _ in again.parts}) == 2  # a.txt and c.txt share theirs
+    assert len({(part, rows) for part, _, rows in again.parts}) == 2  # a.txt and c.txt share
     assert again.records.equals(first.records) and again.rejects.equals(first.rejects)
     a, b, c = (str(raw / name) for name in ("a.txt", "b.txt", "c.txt"))
     assert again.records.select("source_path", "record_no").rows() == [

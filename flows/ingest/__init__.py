@@ -20,8 +20,11 @@ Modules, in the order a file meets them:
     readers/    one module per format family, each registering one Reader
     fields      field values (text, lists, authors, years) and column names
     clean       cleaning, links, flags, content ids; accepted and rejected records
+    prose       records that are code, dictionaries or tables (not_prose)
+    anomalies   a file's character statistics: a lost letter, mojibake, entities
     cache       Parquet parts and the parse cache
     read        one file into cleaned records and the sources row of what was read
+    batch       small files read one by one, parsed together
     collect     every file (or its cached parse) into one IngestResult
     results     papers and their locations, the per-file report, a progress bar
     model       what they share: schemas, rules, a file's layout and settings, Reader

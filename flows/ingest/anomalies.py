@@ -45,9 +45,8 @@ ESCAPED_TWICE_RE = r"&amp;(?:#\d{1,7}|#[xX][0-9a-fA-F]{1,6}|[A-Za-z][A-Za-z0-9]{
 
 
 @dataclass
-class CharacterStats:
-    """The character statistics of one file's accepted records, batch by batch: `flag`
-    adds the flags of a batch, `warning` says what the file showed."""
+class FileCounts:
+    """What one file's records showed so far."""
 
     letters: int = 0
     counts: Counter = field(default_factory=Counter)
@@ -63,9 +62,18 @@ class CharacterStats:
             and self.counts[c] <= FAR_BELOW * share * self.letters
         ]
 
+
+class CharacterStats:
+    """The character statistics of files' accepted records, file by file (a frame may hold
+    several files' records; a file's records may come in several frames): `flag` adds the
+    flags of a frame, `warning` says what a file showed."""
+
+    def __init__(self):
+        self.files: dict[str, FileCounts] = {}
+
     def flag(self, accepted: pl.DataFrame) -> pl.DataFrame:
         """`accepted` with flags for what its records show: missing_letter:<c> (a letter
-        the file lost, absent where a record's length expects it), mojibake and
+        their file lost, absent where a record's length expects it), mojibake and
         html_entities (escaped twice)."""
         if accepted.height == 0:
             return accepted
@@ -74,18 +82,24 @@ class CharacterStats:
             _mojibake=raw.str.extract(f"({MOJIBAKE_RE})", 1),
             _twice=raw.str.extract(f"({ESCAPED_TWICE_RE})", 1),
         )
-        self._count_letters(out.head(SAMPLE_RECORDS))
+        self._count(out)
         flags = [
             pl.when(pl.col("_mojibake").is_not_null()).then(pl.lit("mojibake")),
             pl.when(pl.col("_twice").is_not_null()).then(pl.lit("html_entities")),
         ]
-        if lost := self.lost_letters():
+        lost: dict[str, list[str]] = {}  # letter -> files that lost it
+        for path, counts in self.files.items():
+            for c in counts.lost_letters():
+                lost.setdefault(c, []).append(path)
+        if lost:
             lower = pl.col("abstract").str.to_lowercase()
             out = out.with_columns(_letters=lower.str.count_matches("[a-z]"))
-            for c in lost:
+            for c, paths in lost.items():
                 expected = pl.col("_letters") * LETTER_SHARES[c]
-                gone = (expected >= RECORD_EXPECTED) & (
-                    lower.str.count_matches(c, literal=True) <= FAR_BELOW * expected
+                gone = (
+                    pl.col("source_path").is_in(paths)
+                    & (expected >= RECORD_EXPECTED)
+                    & (lower.str.count_matches(c, literal=True) <= FAR_BELOW * expected)
                 )
                 name = f"missing_letter:{c}"
                 flags.append(
@@ -94,39 +108,54 @@ class CharacterStats:
         out = out.with_columns(
             flags=pl.col("flags").list.concat(pl.concat_list(flags).list.drop_nulls())
         )
-        for name, column in (("mojibake", "_mojibake"), ("html_entities", "_twice")):
-            found = out[column].drop_nulls()
-            self.flagged[name] += found.len()
-            if found.len() and name not in self.examples:
-                self.examples[name] = found[0]
         return out.drop("_mojibake", "_twice", "_letters", strict=False)
 
-    def _count_letters(self, records: pl.DataFrame) -> None:
+    def _count(self, records: pl.DataFrame) -> None:
+        """Add up each file's letters (over its first SAMPLE_RECORDS records of the frame),
+        mojibake and entities escaped twice, with an example of each."""
         lower = pl.col("abstract").str.to_lowercase()
-        sums = records.select(
-            _letters=lower.str.count_matches("[a-z]").sum(),
-            **{c: lower.str.count_matches(c, literal=True).sum() for c in LETTER_SHARES},
-        ).row(0, named=True)
-        self.letters += sums.pop("_letters")
-        self.counts.update(sums)
+        first = pl.int_range(pl.len()).over("source_path") < SAMPLE_RECORDS
+        letters = (
+            records.filter(first)
+            .group_by("source_path", maintain_order=True)
+            .agg(
+                _letters=lower.str.count_matches("[a-z]").sum(),
+                **{c: lower.str.count_matches(c, literal=True).sum() for c in LETTER_SHARES},
+            )
+        )
+        for row in letters.iter_rows(named=True):
+            counts = self.files.setdefault(row.pop("source_path"), FileCounts())
+            counts.letters += row.pop("_letters")
+            counts.counts.update(row)
+        found = records.group_by("source_path", maintain_order=True).agg(
+            mojibake=pl.col("_mojibake").drop_nulls(),
+            html_entities=pl.col("_twice").drop_nulls(),
+        )
+        for row in found.iter_rows(named=True):
+            counts = self.files[row["source_path"]]
+            for name in ("mojibake", "html_entities"):
+                counts.flagged[name] += len(row[name])
+                if row[name]:
+                    counts.examples.setdefault(name, row[name][0])
 
-    def warning(self, flag_counts: dict[str, int]) -> str | None:
-        """What the file showed, one clause each; None where nothing."""
+    def warning(self, path: str, flag_counts: dict[str, int]) -> str | None:
+        """What the file at `path` showed, one clause each; None where nothing."""
+        counts = self.files.get(path, FileCounts())
         notes = []
-        for c in self.lost_letters():
+        for c in counts.lost_letters():
             notes.append(
-                f"'{c}' is {self.counts[c] / self.letters:.2%} of its letters where text has "
-                f"about {LETTER_SHARES[c]:.1%} (a letter lost in export?): "
+                f"'{c}' is {counts.counts[c] / counts.letters:.2%} of its letters where text "
+                f"has about {LETTER_SHARES[c]:.1%} (a letter lost in export?): "
                 f"{_records(flag_counts.get(f'missing_letter:{c}', 0))} flagged missing_letter:{c}"
             )
-        if n := self.flagged["mojibake"]:
+        if n := counts.flagged["mojibake"]:
             notes.append(
-                f"mojibake such as {self.examples['mojibake']!r} (UTF-8 read as Latin-1 or "
+                f"mojibake such as {counts.examples['mojibake']!r} (UTF-8 read as Latin-1 or "
                 f"cp1252): {_records(n)} flagged mojibake"
             )
-        if n := self.flagged["html_entities"]:
+        if n := counts.flagged["html_entities"]:
             notes.append(
-                f"HTML entities escaped twice such as {self.examples['html_entities']!r} "
+                f"HTML entities escaped twice such as {counts.examples['html_entities']!r} "
                 f"(decoded): {_records(n)} flagged html_entities"
             )
         if n := flag_counts.get("withdrawn"):

@@ -11,6 +11,8 @@ from pathlib import Path
 
 import polars as pl
 
+from flows.ingest import batch, read
+from flows.ingest.batch import SmallFile, parse_small, read_small
 from flows.ingest.cache import ParseCache, PartWriter
 from flows.ingest.clean import accepted_schema, concat_frames
 from flows.ingest.detect import name_mismatch
@@ -19,7 +21,7 @@ from flows.ingest.model import (
     REJECT_SCHEMA,
     SETTINGS_FILE,
     SOURCE_SCHEMA,
-    FileOverride,
+    ParseJob,
     Progress,
     SourceFile,
 )
@@ -27,12 +29,15 @@ from flows.ingest.overrides import Overrides
 from flows.ingest.paths import (
     DOCUMENTATION_RE,
     DigestMemo,
+    RawPlaces,
     discover,
     raw_place,
     try_digest,
 )
 from flows.ingest.rawfile import entry_kind, shown
 from flows.ingest.read import changed_note, ingest_file
+
+Part = tuple[Path, str | None, tuple[int, int] | None]
 
 
 @dataclass
@@ -46,30 +51,52 @@ class IngestResult:
     sources: pl.DataFrame
     rejects: pl.DataFrame
     files: list[SourceFile] = field(default_factory=list)
-    parts: list[tuple[Path, str]] = field(default_factory=list)  # (Parquet part, source path)
+    # (Parquet part, source path, rows): a part of several files' records either has no
+    # path (its rows carry their own) or the rows start..stop that are the file's.
+    parts: list[Part] = field(default_factory=list)
     schema: dict = field(default_factory=dict)
     workdir: tempfile.TemporaryDirectory | None = None  # holds the parts when not cached
 
     def scan_records(self) -> pl.LazyFrame:
         """Accepted records of every file, in file and record order, read lazily.
 
-        All parts are read in one scan, each once (files of equal content share their
-        parts), and each file's rows get its path: 220 cached files of one record each
-        took 0.06 s where a scan per part took 0.7 s, so a raw folder that gains a file
-        a day does not slow every run down.
+        All parts are read in one scan, each once (files of equal content, and small files
+        parsed together, share their parts), and each file's rows get its path: 220
+        cached files of one record each took 0.06 s where a scan per part took 0.7 s, so
+        a raw folder that gains a file a day does not slow every run down.
         """
         if not self.parts:
             return pl.LazyFrame(schema=self.schema)
-        unique = list(dict.fromkeys(str(part) for part, _ in self.parts))
+        unique = list(dict.fromkeys(str(part) for part, _, _ in self.parts))
         columns = list(pl.read_parquet_schema(unique[0]))
-        rows = pl.scan_parquet(unique, include_file_paths="_part").with_row_index("_row")
+        rows = (
+            pl.scan_parquet(unique, include_file_paths="_part")
+            .with_columns(_row=pl.int_range(pl.len(), dtype=pl.Int64).over("_part"))
+            .rename({"source_path": "_own"})
+        )
         files = pl.LazyFrame(
-            {"_part": [str(part) for part, _ in self.parts],
-             "source_path": [path for _, path in self.parts]},
-            schema={"_part": pl.String, "source_path": pl.String},
+            {
+                "_part": [str(part) for part, _, _ in self.parts],
+                "source_path": [path for _, path, _ in self.parts],
+                "_start": [span[0] if span else None for _, _, span in self.parts],
+                "_stop": [span[1] if span else None for _, _, span in self.parts],
+            },
+            schema={"_part": pl.String, "source_path": pl.String, "_start": pl.Int64,
+                    "_stop": pl.Int64},
         ).with_row_index("_file")  # fmt: skip
+        whole = files.filter(pl.col("_start").is_null()).join(rows, on="_part")
+        # A file's rows of a shared part: one row of `files` per record, joined on both.
+        spans = (
+            files.filter(pl.col("_start").is_not_null())
+            .with_columns(_row=pl.int_ranges("_start", "_stop", dtype=pl.Int64))
+            .explode("_row")
+            .join(rows, on=["_part", "_row"])
+        )
         return (
-            files.join(rows.drop("source_path"), on="_part").sort("_file", "_row").select(columns)
+            pl.concat([whole, spans], how="diagonal")
+            .with_columns(source_path=pl.coalesce("source_path", "_own"))
+            .sort("_file", "_row")
+            .select(columns)
         )
 
     @cached_property
@@ -99,8 +126,26 @@ def ingest(
     return run.result()
 
 
+@dataclass
+class Entry:
+    """One file found: its sources row once known, its records' parts and its rejects, and
+    what a run says of its name and place once it is parsed."""
+
+    path: Path
+    source: SourceFile | None = None
+    parts: list[Part] = field(default_factory=list)
+    rejects: list[pl.DataFrame] = field(default_factory=list)
+    job: ParseJob | None = None
+    folder: Path | None = None
+    relative: str = ""
+
+
 class IngestRun:
-    """One reading of the raw files: each file found is added in turn, then `result()`."""
+    """One reading of the raw files: each file found is added in turn, then `result()`.
+
+    Small files are read as they are added and parsed together, a batch at a time (see
+    flows/ingest/batch.py); every other file is parsed on its own as it is added.
+    """
 
     def __init__(
         self,
@@ -118,116 +163,167 @@ class IngestRun:
         self.workdir = (
             None if self.cache else tempfile.TemporaryDirectory(prefix="paperlake-ingest-")
         )
-        self.files: list[SourceFile] = []
-        self.records: list[tuple[Path, str]] = []  # (Parquet part, source path)
-        self.rejected: list[pl.DataFrame] = []
+        self.entries: list[Entry] = []
+        self.pending = Batch()
         self.settings_seen: dict[Path, Path] = {}
+        self.places = RawPlaces(roots)
+        self.folder_names: dict[Path, str] = {}
+
+    def folder_name(self, folder: Path) -> str:
+        """The name of a raw folder once resolved (`.` is named by what it is)."""
+        if folder not in self.folder_names:
+            self.folder_names[folder] = folder.resolve().name
+        return self.folder_names[folder]
 
     def add(self, number: int, path: Path) -> None:
         """List one file found in sources and, where it holds data, read it (or its cached
-        parse)."""
+        parse, or keep it for a batch of small files)."""
         name = shown(path)
         if path.name == SETTINGS_FILE:
             self.settings_seen.setdefault(path.resolve(), path)
             return
         if kind := entry_kind(path):  # never opened: a FIFO would block the run
             note = f"{kind}, not a regular file: not read"
-            self.files.append(
-                SourceFile(name, f"not-regular:{kind}", 0, format="not_regular", warning=note)
-            )
+            row = SourceFile(name, f"not-regular:{kind}", 0, format="not_regular", warning=note)
+            self.entries.append(Entry(path, row))
             return
         sha, size, unreadable = try_digest(path, self.memo)
         if unreadable:  # a file that cannot be read costs that file, never the run
-            self.files.append(SourceFile(name, sha, size, error=unreadable))
+            self.entries.append(Entry(path, SourceFile(name, sha, size, error=unreadable)))
             return
         if DOCUMENTATION_RE.match(path.name) and path not in self.roots:
             note = "documentation, not data: not read (name it with --raw to read it)"
-            self.files.append(SourceFile(name, sha, size, format="documentation", warning=note))
+            row = SourceFile(name, sha, size, format="documentation", warning=note)
+            self.entries.append(Entry(path, row))
             return
-        override, settings = self.overrides.for_file(path)
+        resolved = path.resolve()
+        override, settings = self.overrides.for_file(path, resolved)
         if settings is not None:
             self.settings_seen.setdefault(settings.resolve(), settings)
-        folder, relative = raw_place(path, self.roots)
-        parts = [shown(folder.resolve().name), *shown(relative).split("/")]
-        source = self.read(number, path, ParseJob(path, sha, size, override, tuple(parts)))
-        # Said after caching, since files of equal content share a parse: what the file's
-        # name and place mean for it, and what happened to it in this run.
-        fmt = (source.format or "").removesuffix(".gz")
-        mismatch = None if override.format or not fmt else name_mismatch(fmt, path.name)
-        advice = metadata_warning(source, folder, shown(relative))
-        notes = (
-            "its name is not UTF-8: shown with the bytes that are not as \\xNN"
-            if name != str(path)
-            else None,
-            mismatch,
-            source.warning,
-            changed_note(source),
-            advice,
-        )
-        source.warning = "; ".join(filter(None, notes)) or None
-        self.files.append(source)
+        folder, relative = self.places.place(path, resolved)
+        parts = [shown(self.folder_name(folder)), *shown(relative).split("/")]
+        job = ParseJob(path, sha, size, override, tuple(parts))
+        entry = Entry(path, job=job, folder=folder, relative=relative)
+        self.entries.append(entry)
+        self.read(number, entry)
 
-    def read(self, number: int, path: Path, job: ParseJob) -> SourceFile:
-        """A data file's sources row; its records and rejects are kept."""
-        name = shown(path)
-        cache, progress = self.cache, self.progress
+    def read(self, number: int, entry: Entry) -> None:
+        """A data file's parse: from the cache, into the batch of small files, or now."""
+        job, name, cache = entry.job, shown(entry.path), self.cache
+        if cache and cache.key(job.sha256, job.override, job.parts) in self.pending.keys:
+            self.flush()  # a file of the same content is in the batch: read its parse
         hit = (
             cache.load(SourceFile(name, job.sha256, job.size), job.override, job.parts)
             if cache
             else None
         )
         if hit:
-            source, names, bad = hit
-            source.cached = True
-            self.records.extend((p, name) for p in names)
-            self.rejected.append(bad)
-            if progress:
-                progress(name, job.size, job.size)
-        elif cache:
-            source, stored, bad = parse_into_cache(job, cache, progress)
-            self.records.extend((p, name) for p in stored)
-            self.rejected.extend(bad)
+            entry.source, paths, bad, span = hit
+            entry.source.cached = True
+            entry.parts, entry.rejects = [(p, name, span) for p in paths], [bad]
+            if self.progress:
+                self.progress(name, job.size, job.size)
+            return self.finish(entry)
+        if job.size <= batch.SMALL_FILE_BYTES and (small := read_small(job, self.progress)):
+            key = cache.key(job.sha256, job.override, job.parts) if cache else ""
+            if self.pending.add(entry, small, key):
+                self.flush()
+            return None
+        self.flush()  # the batch's records come before this file's
+        if cache:
+            entry.source, stored, entry.rejects = parse_into_cache(job, cache, self.progress)
+            entry.parts = [(p, name, None) for p in stored]
         else:
             writer = PartWriter(Path(self.workdir.name) / f"{number:06d}")
-            source, bad = ingest_file(
-                path, self.min_words, job.sha256, job.size, writer, job.override,
-                self.max_words, progress, job.parts,
+            entry.source, entry.rejects = ingest_file(
+                job.path, self.min_words, job.sha256, job.size, writer, job.override,
+                self.max_words, self.progress, job.parts,
             )  # fmt: skip
-            self.records.extend((writer.folder / n, name) for n in writer.names)
-            self.rejected.extend(bad)
-        return source
+            entry.parts = [(writer.folder / n, name, None) for n in writer.names]
+        return self.finish(entry)
+
+    def flush(self) -> None:
+        """Parse the batch of small files and give each its row, parts and rejects."""
+        pending, self.pending = self.pending.entries, Batch()
+        if not pending:
+            return
+        done = parse_small([small for _, small in pending], self.min_words, self.max_words)
+        for (entry, _), source, bad in zip(pending, done.sources, done.rejects, strict=True):
+            entry.source, entry.rejects = source, [bad] if bad.height else []
+        if self.cache:  # each file its entry, the cached row its own (not this run's news)
+            read = [i for i, s in enumerate(done.sources) if s.error is None]
+            files = [
+                (replace(done.sources[i], hashed=None), done.accepted[i], done.rejects[i])
+                + (pending[i][0].job.override, pending[i][0].job.parts)
+                for i in read
+            ]
+            stored = self.cache.store_batch(files, done.records)
+            for i, (paths, span) in zip(read, stored, strict=True):
+                pending[i][0].parts = [(p, done.sources[i].path, span) for p in paths]
+        elif done.records.height:  # one part for the batch: its rows carry their own paths
+            part = Path(self.workdir.name) / f"batch-{len(self.entries):06d}.parquet"
+            done.records.write_parquet(part)
+            pending[0][0].parts = [(part, None, None)]
+        for entry, _ in pending:
+            self.finish(entry)
+
+    def finish(self, entry: Entry) -> None:
+        """Said once a file is parsed (or read from the cache, since files of equal content
+        share a parse): what its name and place mean for it, and what happened to it in
+        this run."""
+        source, job, name = entry.source, entry.job, shown(entry.path)
+        fmt = (source.format or "").removesuffix(".gz")
+        named = name_mismatch(fmt, entry.path.name) if fmt and not job.override.format else None
+        notes = (
+            "its name is not UTF-8: shown with the bytes that are not as \\xNN"
+            if name != str(entry.path)
+            else None,
+            named,
+            source.warning,
+            changed_note(source),
+            metadata_warning(source, entry.folder, shown(entry.relative)),
+        )
+        source.warning = "; ".join(filter(None, notes)) or None
 
     def result(self) -> IngestResult:
         """The sources rows (settings files last), records and rejects of every file added."""
+        self.flush()
+        files = [entry.source for entry in self.entries]
         for key, settings in self.settings_seen.items():
             self.overrides.rules(settings)
             sha, size, unreadable = try_digest(settings, self.memo)
             error = self.overrides.errors.get(key) or unreadable
-            self.files.append(
-                SourceFile(shown(settings), sha, size, format="settings", error=error)
-            )
+            files.append(SourceFile(shown(settings), sha, size, format="settings", error=error))
         if self.memo:
             self.memo.save()
-        sources = pl.DataFrame([f.row() for f in self.files], schema=SOURCE_SCHEMA)
         return IngestResult(
-            sources=sources,
-            rejects=concat_frames(self.rejected, REJECT_SCHEMA),
-            files=self.files,
-            parts=self.records,
+            sources=pl.DataFrame([f.row() for f in files], schema=SOURCE_SCHEMA),
+            rejects=concat_frames([r for e in self.entries for r in e.rejects], REJECT_SCHEMA),
+            files=files,
+            parts=[part for entry in self.entries for part in entry.parts],
             schema=accepted_schema(self.min_words),
             workdir=self.workdir,
         )
 
 
-@dataclass(frozen=True)
-class ParseJob:
-    """One raw file version whose parse is not cached yet: a piece a worker can parse."""
+@dataclass
+class Batch:
+    """Small files read and waiting to be parsed together, and when they are enough."""
 
-    path: Path
-    sha256: str
-    size: int
-    override: FileOverride
-    parts: tuple[str, ...]  # the path components that may name its venue and year
+    entries: list[tuple[Entry, SmallFile]] = field(default_factory=list)
+    keys: set[str] = field(default_factory=set)  # their parse-cache keys
+    rows: int = 0
+    chars: int = 0
+
+    def add(self, entry: Entry, small: SmallFile, key: str) -> bool:
+        """Keep a small file; True when the batch is full."""
+        self.entries.append((entry, small))
+        self.keys.add(key)
+        self.rows += len(small.rows)
+        self.chars += sum(
+            len(r.get("abstract_raw") or "") + len(r.get("title_raw") or "") for r in small.rows
+        )
+        return self.rows >= read.BATCH_RECORDS or self.chars >= read.BATCH_CHARS
 
 
 def parse_into_cache(
@@ -272,7 +368,7 @@ def pending_parses(
             continue
         override, _ = overrides.for_file(path)
         folder, relative = raw_place(path, roots)
-        parts = (folder.resolve().name, *relative.split("/"))
+        parts = (shown(folder.resolve().name), *shown(relative).split("/"))
         if not cache.has(sha, override, parts):
             jobs.append(ParseJob(path, sha, size, override, parts))
     memo.save()

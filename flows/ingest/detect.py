@@ -16,6 +16,8 @@ from flows.ingest.rawfile import HASH_CHUNK, HashingReader, open_regular
 from flows.ingest.readers import EXTENSION_FORMATS, FAMILY, READERS, SNIFF_ORDER, reader_for
 
 SNIFF_BYTES = 64 << 10
+# Control bytes that no text holds (tab, line feed, carriage return and form feed it does).
+CONTROL_BYTES = bytes(b for b in range(32) if b not in b"\t\n\r\f")
 
 
 def open_binary(
@@ -32,6 +34,17 @@ def open_binary(
     if gz:
         stream = stack.enter_context(gzip.GzipFile(fileobj=stream, mode="rb"))
     return stream, raw.tell, raw.digest
+
+
+def sniff_data(data: bytes) -> tuple[bool, bytes]:
+    """`sniff` of a file read whole."""
+    if data[:2] != b"\x1f\x8b":
+        return False, data[:SNIFF_BYTES]
+    try:
+        with gzip.GzipFile(fileobj=io.BytesIO(data), mode="rb") as unpacked:
+            return True, unpacked.read(SNIFF_BYTES)
+    except (OSError, EOFError, zlib.error) as exc:
+        raise IngestError(f"gzip data that cannot be decompressed ({exc})") from None
 
 
 def sniff(path: Path) -> tuple[bool, bytes]:
@@ -114,7 +127,7 @@ def _text_head(head: bytes) -> str:
     # Binary formats are full of NUL bytes; a stray one in text is a record's problem.
     if head.count(b"\x00") > max(2, len(head) // 100):
         raise IngestError("binary content (NUL bytes), not text")
-    controls = sum(1 for b in head if b < 32 and b not in b"\t\n\r\f")
+    controls = len(head) - len(head.translate(None, CONTROL_BYTES))
     if controls > len(head) * 0.05:
         raise IngestError("binary content (control bytes), not text")
     text = head.decode("utf-8", errors="replace").lstrip("\ufeff")

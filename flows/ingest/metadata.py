@@ -61,6 +61,13 @@ def venue_from_name(name: str) -> tuple[str, int] | None:
 
 
 def metadata_from_path(parts: Sequence[str]) -> tuple[str | None, int | None, str | None]:
+    """Venue and year from the components of a path, the file name first, then its folders
+    (see `_metadata_from_path`)."""
+    return _metadata_from_path(tuple(parts))
+
+
+@lru_cache(maxsize=4096)  # a file's path is asked about several times a run
+def _metadata_from_path(parts: tuple[str, ...]) -> tuple[str | None, int | None, str | None]:
     """Venue and year from the components of a path, the file name first, then its folders.
 
     A component may give both (ICML18_paper.csv, NeurIPS2023-OpenReviewData/) or one: a

@@ -9,6 +9,7 @@ import json
 import zlib
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import polars as pl
@@ -169,6 +170,17 @@ class FileOverride:
 
 
 NO_OVERRIDE = FileOverride()
+
+
+@dataclass(frozen=True)
+class ParseJob:
+    """One raw file version whose parse is not cached yet: a piece a worker can parse."""
+
+    path: Path
+    sha256: str
+    size: int
+    override: FileOverride
+    parts: tuple[str, ...]  # the path components that may name its venue and year
 
 
 @dataclass(frozen=True)

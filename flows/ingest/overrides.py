@@ -79,9 +79,10 @@ class Overrides:
     """
 
     def __init__(self, roots: Sequence[Path]):
-        self.roots = [Path(r).resolve() for r in roots]
+        self.roots = [Path(r).resolve() for r in roots if Path(r).is_dir()]
         self.loaded: dict[Path, list[tuple[str, FileOverride]]] = {}
         self.errors: dict[Path, str] = {}
+        self.present: dict[Path, bool] = {}  # folder -> holds a settings file
 
     def rules(self, settings: Path) -> list[tuple[str, FileOverride]]:
         """The rules of one settings file, loaded once; a broken file has none."""
@@ -94,14 +95,19 @@ class Overrides:
                 self.errors[key] = str(exc)
         return self.loaded[key]
 
-    def for_file(self, path: Path) -> tuple[FileOverride, Path | None]:
-        """The override for a raw file, and the settings file it came from."""
-        resolved = path.resolve()
-        top = next((r for r in self.roots if r.is_dir() and r in resolved.parents), None)
+    def for_file(
+        self, path: Path, resolved: Path | None = None
+    ) -> tuple[FileOverride, Path | None]:
+        """The override for a raw file (whose resolved path is `resolved`, where known), and
+        the settings file it came from."""
+        resolved = resolved or path.resolve()
+        top = next((r for r in self.roots if r in resolved.parents), None)
         folder = resolved.parent
         while True:
             settings = folder / SETTINGS_FILE
-            if settings.is_file():
+            if folder not in self.present:  # a folder of many files is looked in once
+                self.present[folder] = settings.is_file()
+            if self.present[folder]:
                 relative = resolved.relative_to(folder).as_posix()
                 for glob, override in self.rules(settings):
                     if fnmatch.fnmatch(relative, glob) or fnmatch.fnmatch(resolved.name, glob):

@@ -10,7 +10,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 from flows import cache as sealed
-from flows.ingest.rawfile import entry_kind, open_regular, shown, walk
+from flows.ingest.rawfile import entry_kind, identity, open_regular, shown, walk
 
 # Files in a raw folder that describe the data rather than hold it.
 DOCUMENTATION_RE = re.compile(r"(?i)^(?:readme|license|licence|changelog|notice)(?:\.\w+)?$")
@@ -21,23 +21,22 @@ def discover(paths: Iterable[Path]) -> list[Path]:
     followed, each folder once), hidden names skipped.
 
     Entries that are not regular files (FIFOs, sockets, devices, broken links) are listed
-    too, so that their sources rows say what they are; each real file is listed once, by a
-    name that no link to a folder leads to where it has one.
+    too, so that their sources rows say what they are; each real file (device and inode) is
+    listed once, by a name that no link to a folder leads to where it has one.
     """
-    found: list[tuple[Path, bool]] = []
+    found: list[tuple[Path, bool, object]] = []
     for path in paths:
         path = Path(path)
         if path.is_dir():
-            found.extend(sorted(walk(path)))
+            found.extend(sorted(walk(path), key=lambda f: f[0]))
         elif path.exists() or path.is_symlink():
-            found.append((path, False))
+            found.append((path, False, identity(path)))
         else:
             raise FileNotFoundError(f"raw input {shown(path)} does not exist")
-    # The same file named twice (a folder and a file inside it, or a folder and a link to
-    # it) is read once.
-    unique: dict[Path, tuple[Path, bool]] = {}
-    for p, linked in found:
-        key = p.resolve()
+    # The same file named twice (a folder and a file inside it, a folder and a link to it,
+    # two hard links) is read once.
+    unique: dict[object, tuple[Path, bool]] = {}
+    for p, linked, key in found:
         if key not in unique or (unique[key][1] and not linked):
             unique[key] = (p, linked)
     return [p for p, _ in unique.values()]
@@ -155,8 +154,19 @@ def raw_place(path: Path, roots: Sequence[Path]) -> tuple[Path, str]:
     path below it are what may name the file's venue and year, and where a settings
     file for it belongs.
     """
-    resolved = path.resolve()
-    for root in roots:
-        if root.is_dir() and root.resolve() in resolved.parents:
-            return root, resolved.relative_to(root.resolve()).as_posix()
-    return path.parent, path.name
+    return RawPlaces(roots).place(path)
+
+
+class RawPlaces:
+    """`raw_place` for many files: each raw folder is resolved once."""
+
+    def __init__(self, roots: Sequence[Path]):
+        self.folders = [(root, root.resolve()) for root in roots if root.is_dir()]
+
+    def place(self, path: Path, resolved: Path | None = None) -> tuple[Path, str]:
+        """`raw_place` of `path` (whose resolved path is `resolved`, where known)."""
+        resolved = resolved or path.resolve()
+        for root, real in self.folders:
+            if real in resolved.parents:
+                return root, resolved.relative_to(real).as_posix()
+        return path.parent, path.name

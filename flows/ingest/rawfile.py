@@ -115,10 +115,11 @@ class HashingReader(io.RawIOBase):
         return self.sha.hexdigest(), self.size
 
 
-def walk(root: Path) -> Iterator[tuple[Path, bool]]:
+def walk(root: Path) -> Iterator[tuple[Path, bool, object]]:
     """Every entry below the folder `root` that is not a folder, with whether a symbolic
-    link to a folder led to it. Links to folders are followed, each folder walked once
-    (a link back up is not walked again); hidden names are skipped."""
+    link to a folder led to it and what identifies the file it is (see `identity`). Links
+    to folders are followed, each folder walked once (a link back up is not walked
+    again); hidden names are skipped."""
     seen: set[tuple[int, int]] = set()
     stack = [(root, False)]
     while stack:
@@ -135,12 +136,24 @@ def walk(root: Path) -> Iterator[tuple[Path, bool]]:
             if entry.name.startswith("."):
                 continue
             path = folder / entry.name
-            via = linked or entry.is_symlink()
+            link = entry.is_symlink()
             try:
                 is_folder = entry.is_dir()
             except OSError:
                 is_folder = False
             if is_folder:
-                stack.append((path, via))
+                stack.append((path, linked or link))
             else:
-                yield path, via
+                # An entry's inode comes with the listing; a link's target needs a stat.
+                key = identity(path) if link else (info.st_dev, entry.inode())
+                yield path, linked or link, key
+
+
+def identity(path: Path) -> object:
+    """What identifies the file at `path` (links followed): its device and inode, or the
+    path itself where it cannot be looked at (a broken link)."""
+    try:
+        info = path.stat()
+    except OSError:
+        return path
+    return (info.st_dev, info.st_ino)

@@ -15,6 +15,7 @@ from typing import Any
 
 import polars as pl
 
+from flows import cache as sealed
 from flows.ingest.anomalies import CharacterStats
 from flows.ingest.cache import PartWriter
 from flows.ingest.clean import normalise_contained
@@ -44,22 +45,17 @@ RAW_COLUMNS = [c for c in RECORD_SCHEMA if c not in ("source_path", "source_sha2
 LIST_COLUMNS = [c for c, t in RECORD_SCHEMA.items() if t == pl.List(pl.String)]
 
 
-def record_batches(records: Iterator[dict], source: SourceFile) -> Iterator[pl.DataFrame]:
-    """Raw records in batches of RECORD_SCHEMA, numbered, with the file's venue and year.
-
-    Venue and year: the record's own, else the file's (see `file_metadata`). Where the
-    reader fails after some records, the rest of the file becomes one `unreadable_rest`
-    reject and the records before it are kept; a reader that fails at once fails the file.
-    """
-    rows: list[dict] = []
-    chars = 0
+def numbered(records: Iterator[dict]) -> Iterator[dict]:
+    """A reader's records numbered from 1. Where the reader fails after some records, the
+    rest of the file becomes one `unreadable_rest` reject and the records before it are
+    kept; a reader that fails at once fails the file."""
     record_no = 0
     last: dict = {}
     while True:
         try:
             record = next(records)
         except StopIteration:
-            break
+            return
         except Exception as exc:  # noqa: BLE001 - any reader failure ends the file, not the run
             if not record_no:
                 raise
@@ -75,27 +71,51 @@ def record_batches(records: Iterator[dict], source: SourceFile) -> Iterator[pl.D
         record_no += 1
         record["record_no"] = record_no
         last = record
+        yield record
+
+
+def record_batches(records: Iterator[dict], source: SourceFile) -> Iterator[pl.DataFrame]:
+    """Raw records in batches of RECORD_SCHEMA, numbered (see `numbered`), with the file's
+    venue and year: the record's own, else the file's (see `file_metadata`)."""
+    rows: list[dict] = []
+    chars = 0
+    for record in numbered(records):
         rows.append(record)
         chars += len(record.get("abstract_raw") or "") + len(record.get("title_raw") or "")
         if len(rows) >= BATCH_RECORDS or chars >= BATCH_CHARS:
-            yield _records_frame(rows, source)
+            yield records_frame(rows, [(source, len(rows))])
             rows, chars = [], 0
     if rows:
-        yield _records_frame(rows, source)
+        yield records_frame(rows, [(source, len(rows))])
 
 
-def _records_frame(rows: list[dict], source: SourceFile) -> pl.DataFrame:
-    """A batch of raw records as a frame; a record whose values do not fit the schema
-    becomes a `bad_value` reject, not the batch's failure."""
+def records_frame(rows: list[dict], files: Sequence[tuple[SourceFile, int]]) -> pl.DataFrame:
+    """Raw records as a frame of RECORD_SCHEMA: the rows of each of `files` in turn (a file
+    and how many rows are its), each given its file's path, hash, venue and year. A record
+    whose values do not fit the schema becomes a `bad_value` reject, not the frame's
+    failure."""
     try:
         frame = _frame(rows)
     except Exception:  # noqa: BLE001 - find the records at fault one by one
         frame = pl.concat([_frame([row], isolate=True) for row in rows], how="vertical_relaxed")
+
+    def each(value, dtype) -> pl.Series:
+        return pl.Series([value(source) for source, n in files for _ in range(n)], dtype=dtype)
+
+    if len(files) == 1:  # one file: its values as literals
+        ((source, _),) = files
+        path, sha = pl.lit(source.path), pl.lit(source.sha256)
+        venue = pl.lit(source.venue, dtype=pl.String)
+        year = pl.lit(source.year, dtype=pl.Int32)
+    else:
+        path = each(lambda f: f.path, pl.String)
+        sha = each(lambda f: f.sha256, pl.String)
+        venue, year = each(lambda f: f.venue, pl.String), each(lambda f: f.year, pl.Int32)
     return frame.with_columns(
-        source_path=pl.lit(source.path),
-        source_sha256=pl.lit(source.sha256),
-        venue=pl.coalesce(pl.col("venue"), pl.lit(source.venue, dtype=pl.String)),
-        year=pl.coalesce(pl.col("year"), pl.lit(source.year, dtype=pl.Int32)),
+        source_path=path,
+        source_sha256=sha,
+        venue=pl.coalesce(pl.col("venue"), venue),
+        year=pl.coalesce(pl.col("year"), year),
     ).select(list(RECORD_SCHEMA))
 
 
@@ -235,15 +255,7 @@ def _parse_file(
     rules: Counter[str] = Counter()
     stats = CharacterStats()
     try:
-        gz, head = sniff(path)
-        fmt, delimiter = detect_format(head, path.name, override)
-        reader = reader_for(fmt)
-        header = reader.file_header(head) if reader.file_header else None
-        layout = Layout(fmt, gz, delimiter or ",", header=header is not None)
-        source.format = layout.label
-        source.venue, source.year, source.metadata_from = file_metadata(
-            header, override, parts or [path.name], fmt
-        )
+        layout = describe(path, source, override, parts)
         with ExitStack() as stack:
             opened = file_records(path, layout, override, stack)
             for batch in record_batches(opened.records, source):
@@ -264,20 +276,53 @@ def _parse_file(
             read = opened.digest()
     except FILE_ERRORS as exc:
         writer.discard()
-        failed = SourceFile(path=source.path, sha256=sha, bytes=size, format=source.format)
-        failed.error = f"{source.path}: {shown(exc)}"
-        return failed, [], None, True
+        return failed_row(source, exc), [], None, True
     source.rejected_by_rule = dict(sorted(rules.items()))
     source.flag_counts = dict(sorted(flags.items()))
-    stopped = (
-        "reading stopped early; see rejects (unreadable_rest)"
-        if "unreadable_rest" in rules
-        else None
-    )
-    source.warning = "; ".join(filter(None, (stats.warning(source.flag_counts), stopped))) or None
+    source.warning = file_warning(source, stats)
     if progress:
         progress(source.path, size, size)
     return source, rejected, read, opened.exact
+
+
+def describe(
+    path: Path,
+    source: SourceFile,
+    override: FileOverride,
+    parts: Sequence[str],
+    sniffed: tuple[bool, bytes] | None = None,
+) -> Layout:
+    """A file's layout from its first bytes (`sniffed`: read already, whether gzip and
+    the first bytes); its format, venue and year set on `source`."""
+    gz, head = sniffed or sniff(path)
+    fmt, delimiter = detect_format(head, path.name, override)
+    reader = reader_for(fmt)
+    header = reader.file_header(head) if reader.file_header else None
+    layout = Layout(fmt, gz, delimiter or ",", header=header is not None)
+    source.format = layout.label
+    source.venue, source.year, source.metadata_from = file_metadata(
+        header, override, parts or [path.name], fmt
+    )
+    return layout
+
+
+def failed_row(source: SourceFile, exc: BaseException) -> SourceFile:
+    """The sources row of a file that could not be read at all: no counts, its error."""
+    failed = SourceFile(path=source.path, sha256=source.sha256, bytes=source.bytes)
+    failed.format = source.format
+    failed.error = f"{source.path}: {shown(exc)}"
+    return failed
+
+
+def file_warning(source: SourceFile, stats: CharacterStats) -> str | None:
+    """What a file's parse says of it: its character statistics, and a reading that
+    stopped early."""
+    stopped = "unreadable_rest" in source.rejected_by_rule
+    notes = (
+        stats.warning(source.path, source.flag_counts),
+        "reading stopped early; see rejects (unreadable_rest)" if stopped else None,
+    )
+    return "; ".join(filter(None, notes)) or None
 
 
 def _restamp(writer: PartWriter, rejected: list[pl.DataFrame], sha: str) -> list[pl.DataFrame]:
@@ -285,7 +330,8 @@ def _restamp(writer: PartWriter, rejected: list[pl.DataFrame], sha: str) -> list
     file changed after it was hashed (rare: parts are written again)."""
     for name in writer.names:
         part = writer.folder / name
-        pl.read_parquet(part).with_columns(source_sha256=pl.lit(sha)).write_parquet(part)
+        frame = pl.read_parquet(part).with_columns(source_sha256=pl.lit(sha))
+        sealed.write_parquet(part, frame, whole=False)
     return [frame.with_columns(source_sha256=pl.lit(sha)) for frame in rejected]
 
 

@@ -26,6 +26,7 @@ ANCHOR_SHAPES = {
 # A shifted row is rejoined only when this many surplus fields or fewer split it.
 MAX_SURPLUS_FIELDS = 64
 THOUSANDS_RE = re.compile(r"\d{3}(?!\d)")
+ABSTRACT_WORDS = ("abstract", "summary")
 
 
 def _sniff_delimited(
@@ -37,6 +38,8 @@ def _sniff_delimited(
     """csv or tsv and the delimiter, if the first line is a header with an abstract column
     (or, without `require_abstract`, with at least two columns)."""
     first = text.split("\n", 1)[0].rstrip("\r")
+    if require_abstract and not _may_name_abstract(first, columns):
+        return None  # the common case of a first line of prose, told without parsing it
     best: tuple[int, str] | None = None
     for delimiter in delimiters:
         if delimiter not in first:
@@ -52,6 +55,16 @@ def _sniff_delimited(
     if best is None:
         return None
     return ("tsv" if best[1] == "\t" else "csv"), best[1]
+
+
+def _may_name_abstract(line: str, columns: Mapping[str, str]) -> bool:
+    """Whether a line holds a name an abstract column may have (every alias holds one of
+    ABSTRACT_WORDS; a column the settings name, as `map_columns` reads it): where it does
+    not, it is no header with one."""
+    if any(word in line.casefold() for word in ABSTRACT_WORDS):
+        return True
+    named = columns.get("abstract_raw")
+    return named is not None and column_key(named) in column_key(line)
 
 
 class LineFeed:
