@@ -284,6 +284,34 @@ def normalise(
             .list.unique(maintain_order=True),
         )
     )
+    rule, reason = _rule_and_reason(min_words, max_words)
+    cleaned = reject_not_prose(cleaned.with_columns(rule=rule, reason=reason))
+    rejects = cleaned.filter(pl.col("rule").is_not_null()).select(
+        "source_path",
+        "source_sha256",
+        "record_no",
+        "line",
+        "byte_offset",
+        "rule",
+        "reason",
+        raw_snippet=pl.coalesce("raw_snippet", pl.col("abstract_raw").str.slice(0, SNIPPET_CHARS)),
+    )
+    accepted = (
+        with_flags(cleaned.filter(pl.col("rule").is_null()), min_words)
+        .drop("rule", "reason", "decode_error", "read_rule", "read_reason", "raw_snippet")
+        .drop("read_flags")
+    )
+    accepted = accepted.with_columns(
+        paper_id=pl.struct("title", "abstract").map_elements(
+            lambda r: content_id(r["title"], r["abstract"]), return_dtype=pl.String
+        )
+    )
+    return accepted, rejects
+
+
+def _rule_and_reason(min_words: int, max_words: int | None) -> tuple[pl.Expr, pl.Expr]:
+    """The rule a cleaned record breaks, and why, before `reject_not_prose` looks at it
+    (null where it breaks none)."""
     too_short = (pl.col("word_count") < min_words) & pl.col("title").is_null()
     too_long = pl.col("word_count") > max_words if max_words else pl.lit(False)
     rule = (
@@ -322,28 +350,7 @@ def normalise(
             )
         )
     )
-    cleaned = reject_not_prose(cleaned.with_columns(rule=rule, reason=reason))
-    rejects = cleaned.filter(pl.col("rule").is_not_null()).select(
-        "source_path",
-        "source_sha256",
-        "record_no",
-        "line",
-        "byte_offset",
-        "rule",
-        "reason",
-        raw_snippet=pl.coalesce("raw_snippet", pl.col("abstract_raw").str.slice(0, SNIPPET_CHARS)),
-    )
-    accepted = (
-        with_flags(cleaned.filter(pl.col("rule").is_null()), min_words)
-        .drop("rule", "reason", "decode_error", "read_rule", "read_reason", "raw_snippet")
-        .drop("read_flags")
-    )
-    accepted = accepted.with_columns(
-        paper_id=pl.struct("title", "abstract").map_elements(
-            lambda r: content_id(r["title"], r["abstract"]), return_dtype=pl.String
-        )
-    )
-    return accepted, rejects
+    return rule, reason
 
 
 def normalise_contained(
