@@ -75,7 +75,7 @@ def ingest_raw(settings: Settings) -> Ingested:
             settings.raw, settings.min_words, settings.max_words, settings.cache_path / "parsed"
         )
         fan(jobs)
-        parsed = {str(job.path) for job in jobs}
+        parsed = {ingest.shown(job.path) for job in jobs}  # as sources rows name them
     with ingest.reading_progress() as advance:
         result = ingest.ingest(
             settings.raw,
