@@ -24,7 +24,7 @@ from prefect import flow, task
 from prefect.cache_policies import NO_CACHE
 from prefect.states import Failed, State
 
-from flows import aggregate, cache, embed, ingest, publish, validate, warm_runner
+from flows import aggregate, cache, embed, ingest, publish, published, validate, warm_runner
 from flows import dq as dq_page
 from flows import run_record as record
 from flows.cluster import cluster_workers, fan_out, on_workers
@@ -32,6 +32,7 @@ from flows.errors import WarehouseError
 from flows.ingest.cache import ParseCache
 from flows.lake import connect
 from flows.locks import run_lock
+from flows.neighbour_lists import NeighbourLists
 from flows.settings import Settings, configure_environment, run_parameters
 from flows.tables import aggregate_tables
 
@@ -162,8 +163,8 @@ def aggregate_papers(
     width = max(settings.neighbors_k, aggregate.PAIR_CAP)
     folder = settings.cache_path / "neighbors"
     kept = (settings.neighbors_k, settings.duplicate_threshold)
-    exact_lists = aggregate.NeighbourLists(folder, model_key, width, *kept)
-    graph_lists = aggregate.NeighbourLists(folder, f"{model_key}:graph", width, *kept)
+    exact_lists = NeighbourLists(folder, model_key, width, *kept)
+    graph_lists = NeighbourLists(folder, f"{model_key}:graph", width, *kept)
     workers = cluster_workers()
 
     def search(ids: list[str], vectors: np.ndarray) -> pl.DataFrame:
@@ -291,7 +292,7 @@ class Planned:
     con: duckdb.DuckDBPyConnection
     plans: dict[str, str]
     hashes: dict[str, pl.DataFrame] | None  # publish.row_hashes of each keyed table, if kept
-    digests: dict[str, str] | None = None  # publish.table_digest of each, where compared
+    digests: dict[str, str] | None = None  # published.table_digest of each, where compared
     version: int | None = None  # the version the commit will make
     trend: pl.DataFrame | None = None  # the page's trend up to the latest version
     kept: bool = False  # the connection went to publish.keep_committed
@@ -380,7 +381,7 @@ def plan_publish(
             name: publish.row_hashes(frames[name], k) for name, k in publish.TABLE_KEYS.items()
         }
     else:
-        digests = {name: publish.table_digest(frame) for name, frame in frames.items()}
+        digests = {name: published.table_digest(frame) for name, frame in frames.items()}
     con = con or connect(extensions=())
     try:
         plans = publish.prepare(con, settings, None if staged else frames, hashes, digests)

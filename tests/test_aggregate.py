@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 
 from flows import aggregate, cache
 from flows.lake import connect, read_sql
+from flows.neighbour_lists import NeighbourLists
 from flows.pipeline import staged
 from flows.settings import Settings
 
@@ -369,7 +370,7 @@ def test_updating_last_runs_lists_equals_searching_again(new_among_old):
 
 def test_neighbour_lists_are_kept_per_model_width_k_and_threshold(tmp_path):
     found = pl.DataFrame({"paper_id": ["a", "b"], "neighbor_id": ["b", "a"], "score": [0.5, 0.5]})
-    lists = aggregate.NeighbourLists(tmp_path, "model:weights:fp32", 32, 10, 0.95)
+    lists = NeighbourLists(tmp_path, "model:weights:fp32", 32, 10, 0.95)
     assert lists.load() is None
     lists.save(["a", "b", "c"], found)
     stored, ids = lists.load()
@@ -378,7 +379,7 @@ def test_neighbour_lists_are_kept_per_model_width_k_and_threshold(tmp_path):
     others = [("model:other:fp32", 32, 10, 0.95), (model, 40, 10, 0.95), (model, 32, 12, 0.95),
               (model, 32, 10, 0.9)]  # fmt: skip
     for other in others:
-        assert aggregate.NeighbourLists(tmp_path, *other).load() is None
+        assert NeighbourLists(tmp_path, *other).load() is None
 
 
 def themes(centres: np.ndarray, per: int, seed: int, spread: float = 0.35) -> np.ndarray:
@@ -1213,7 +1214,7 @@ def test_kept_lists_and_rows_that_fail_their_checks_are_dropped_and_made_again(
     """Lists naming a neighbour that is none of their papers, or a score that is no cosine,
     are not updated but searched again; a damaged file of per-paper rows makes every
     paper's rows be computed again; each costs one warning."""
-    lists = aggregate.NeighbourLists(tmp_path, "model:weights:fp32", 32, 1, 0.85)
+    lists = NeighbourLists(tmp_path, "model:weights:fp32", 32, 1, 0.85)
     found = pl.DataFrame({"paper_id": ["a", "b"], "neighbor_id": ["b", "a"], "score": [0.8, 0.8]})
     lists.save(["a", "b"], found)
     assert lists.load()[0].equals(found)

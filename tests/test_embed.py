@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from flows import embed
+from flows import embed, embed_cache
 
 TEXTS = [
     "Speculative decoding with several draft tokens accelerates language model inference.",
@@ -149,7 +149,7 @@ def test_a_runs_text_hashes_are_found_again_and_only_changed_texts_hashed(tmp_pa
 
     hashed = []
     real = embed.text_sha256
-    monkeypatch.setattr(embed, "text_sha256", lambda t: hashed.extend(t) or real(t))
+    monkeypatch.setattr(embed_cache, "text_sha256", lambda t: hashed.extend(t) or real(t))
     assert known.of(ids, texts).to_list() == real(texts).to_list()
     assert hashed == []  # all three found again
     # "b" rewritten, "c" gone, "d" new with "a"'s text: only the two new texts are hashed

@@ -17,6 +17,7 @@ from flows import cache, history, publish
 from flows.cli import app
 from flows.lake import open_lake, published_versions
 from flows.locks import run_lock
+from flows.published import PublishedRows
 from flows.pipeline import paperlake
 from flows.search import dense_search
 from flows.settings import Settings
@@ -284,7 +285,7 @@ def test_a_publish_planned_from_kept_row_hashes_publishes_what_one_planned_from_
             changes[settings.warehouse.name] = run.changes
             calls.append(len(planned_from_hashes) - before)
             with open_lake(settings, extensions=()) as con:  # what the next plan will use
-                assert (publish.PublishedRows(settings).load(con) is not None) == (rows == 0)
+                assert (PublishedRows(settings).load(con) is not None) == (rows == 0)
         return calls
 
     assert run_both(1) == [0, 0]  # nothing kept yet: both compare with the catalog

@@ -10,12 +10,12 @@ import pytest
 from flows.lake import LAKE, attach, connect
 from flows.publish import (
     STAGE,
-    PublishedRows,
     apply_changes,
     plan_changes,
     plan_from_hashes,
     row_hashes,
 )
+from flows.published import PublishedRows
 from flows.settings import Settings
 from flows.tables import keyed_tables
 
@@ -211,7 +211,7 @@ def test_kept_row_hashes_serve_only_the_snapshot_that_wrote_them(con, tmp_path):
 def test_a_table_digest_ignores_row_order_and_sees_any_change_of_rows_or_types():
     import polars as pl
 
-    from flows.publish import table_digest
+    from flows.published import table_digest
 
     frame = pl.DataFrame({"id": [1, 2, 3], "label": ["a", "b", None], "terms": [["x"], [], ["y"]]})
     assert table_digest(frame) == table_digest(frame.reverse())
