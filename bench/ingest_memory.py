@@ -17,13 +17,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import random
-import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
+
+from child import child_figures
 
 ROOT = Path(__file__).resolve().parent.parent
 LIMIT_MB = 1536
@@ -119,16 +119,7 @@ def child(path: Path) -> None:
 
 def measure(path: Path) -> dict:
     """Run the child on `path`; its stats plus peak RSS in MB."""
-    proc = subprocess.Popen(
-        [sys.executable, __file__, "--child", str(path)], stdout=subprocess.PIPE, text=True
-    )
-    output = proc.stdout.read()
-    _, status, usage = os.wait4(proc.pid, 0)
-    if os.waitstatus_to_exitcode(status) != 0:
-        raise SystemExit(f"ingest child failed with status {status}")
-    stats = json.loads(output.strip().splitlines()[-1])
-    stats["peak_rss_mb"] = round(usage.ru_maxrss / 1024, 1)  # ru_maxrss is in KiB on Linux
-    return stats
+    return child_figures([sys.executable, __file__, "--child", str(path)], "ingest child")
 
 
 def main() -> None:

@@ -23,6 +23,8 @@ import tarfile
 import tempfile
 from pathlib import Path
 
+from child import child_figures
+
 ROOT = Path(__file__).resolve().parent.parent
 SAMPLE = ROOT / "data" / "raw"
 CHILD = """
@@ -77,20 +79,12 @@ def code_at(revision: str, target: Path) -> Path:
 
 def measure(tree: Path, raw: Path, cache: Path) -> dict:
     """One ingest of `raw` by the code in `tree`, in a child: its figures and peak RSS."""
-    child = subprocess.Popen(
+    return child_figures(
         [sys.executable, "-c", CHILD, str(raw), str(cache)],
+        f"{tree}: the ingest child",
         cwd=tree,
         env=dict(os.environ, PYTHONPATH=str(tree)),
-        stdout=subprocess.PIPE,
-        text=True,
     )
-    output = child.stdout.read()
-    _, status, usage = os.wait4(child.pid, 0)
-    if os.waitstatus_to_exitcode(status) != 0:
-        raise SystemExit(f"{tree}: the ingest child failed with status {status}")
-    figures = json.loads(output.strip().splitlines()[-1])
-    figures["peak_rss_mb"] = round(usage.ru_maxrss / 1024, 1)  # ru_maxrss is in KiB on Linux
-    return figures
 
 
 def main() -> None:

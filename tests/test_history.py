@@ -17,8 +17,8 @@ from flows import cache, history, publish
 from flows.cli import app
 from flows.lake import open_lake, published_versions
 from flows.locks import run_lock
-from flows.published import PublishedRows
 from flows.pipeline import paperlake
+from flows.published import PublishedRows
 from flows.search import dense_search
 from flows.settings import Settings
 from tests.conftest import SAMPLE_RAW, write
