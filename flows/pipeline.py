@@ -24,7 +24,17 @@ from prefect import flow, task
 from prefect.cache_policies import NO_CACHE
 from prefect.states import Failed, State
 
-from flows import aggregate, cache, embed, ingest, publish, published, validate, warm_runner
+from flows import (
+    aggregate,
+    cache,
+    damage,
+    embed,
+    ingest,
+    publish,
+    published,
+    validate,
+    warm_runner,
+)
 from flows import dq as dq_page
 from flows import run_record as record
 from flows.cluster import cluster_workers, fan_out, on_workers
@@ -497,6 +507,10 @@ def run_flow(**parameters: Any) -> record.RunSummary | State:
         # not a crash: the flow run ends Failed saying why, the caller gets the error, and
         # no traceback is logged.
         return Failed(message=str(exc), data=exc)
+    except duckdb.Error as exc:  # a data file gone, a catalog damaged: the same, in words
+        if (told := damage.told(exc)) is None:
+            raise
+        return Failed(message=str(told), data=told)
 
 
 def settings_of(parameters: dict[str, Any]) -> Settings:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import os
 import shutil
+import subprocess
+import sys
 import time
 
 import pytest
@@ -14,6 +16,15 @@ from flows.cli import app
 from flows.errors import CatalogDamaged
 from flows.lake import open_lake, published_versions
 from flows.settings import Settings
+
+
+def cli(*args) -> subprocess.CompletedProcess:
+    """paperlake in a subprocess, against the session's Prefect API."""
+    from prefect.settings import PREFECT_API_URL
+
+    env = {**os.environ, "PREFECT_API_URL": PREFECT_API_URL.value() or ""}
+    command = [sys.executable, "-m", "flows.cli", *map(str, args)]
+    return subprocess.run(command, env=env, capture_output=True, text=True, timeout=600)
 
 
 def said(result) -> str:
@@ -70,6 +81,12 @@ def test_a_missing_data_file_is_named_then_mended_by_doctor(prefect_server, copy
         shown = CliRunner().invoke(app, [*command, "-w", str(copy.warehouse)])
         assert shown.exit_code == 1 and "Traceback" not in shown.output, command
         assert f"{lost.name} is missing: run `paperlake doctor`" in said(shown), command
+
+    # A forced run, in its own process as a user starts it: one line, no traceback logged.
+    forced = cli("run", "--raw", copy.raw[0], "--force", "-w", copy.warehouse)
+    assert forced.returncode == 1
+    assert f"{lost.name} is missing: run `paperlake doctor`" in " ".join(forced.stderr.split())
+    assert "Traceback" not in forced.stderr + forced.stdout
 
     up = doctor.check(copy)
     assert [(f.kind, f.table, f.versions, f.problem) for f in up.findings] == [
