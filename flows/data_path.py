@@ -39,6 +39,18 @@ def local_folder(settings: Settings) -> Path | None:
     return None if "://" in location else Path(location).resolve()
 
 
+def attached_folder(con: duckdb.DuckDBPyConnection, alias: str, settings: Settings) -> Path | None:
+    """The local folder of the data files the catalog attached as `alias` reads: the data
+    path given, or for a shared catalog given none, the one it recorded; None for object
+    storage."""
+    if settings.data_path or not settings.catalog:
+        return local_folder(settings)
+    row = con.execute(
+        f"select value from __ducklake_metadata_{alias}.ducklake_metadata where key = 'data_path'"
+    ).fetchone()
+    return None if row is None or "://" in row[0] else Path(row[0]).resolve()
+
+
 def data_files(folder: Path) -> list[Path]:
     """The DuckLake data and delete files under `folder`."""
     return sorted(folder.rglob(DATA_FILES)) if folder.is_dir() else []
@@ -69,7 +81,8 @@ def refuse_foreign_files(settings: Settings, catalog: str) -> None:
     if not found:
         return
     owner = read_marker(folder) or {}
-    if settings.data_path is None or owner.get("catalog") == owner_label(settings, catalog):
+    own_folder = settings.data_path is None and not settings.catalog  # WAREHOUSE/data
+    if own_folder or owner.get("catalog") == owner_label(settings, catalog):
         raise CatalogLost(
             f"the catalog {catalog} is missing, but {folder} holds {len(found)} data files "
             f"of its versions: restore the catalog from a backup to read them (`paperlake "
@@ -107,7 +120,7 @@ def check_owner(
     Raises:
         DataPathTaken: the marker names another catalog, whose files these are.
     """
-    folder = local_folder(settings)
+    folder = attached_folder(con, alias, settings)
     marker = read_marker(folder) if folder is not None else None
     if marker is None:
         return False
@@ -124,7 +137,7 @@ def claim(con: duckdb.DuckDBPyConnection, alias: str, settings: Settings, catalo
     """Before the catalog attached as `alias` writes to its data path: the path's marker
     names it, written where there is none yet (`check_owner` raises where it names
     another)."""
-    folder = local_folder(settings)
+    folder = attached_folder(con, alias, settings)
     if folder is None:
         return
     label = owner_label(settings, catalog)
@@ -139,7 +152,7 @@ def begin_writing(con: duckdb.DuckDBPyConnection, alias: str, settings: Settings
     """Before a writer of the catalog attached as `alias` writes data files (under the run
     lock): delete the files a killed writer left, then note when this one began. Returns
     the number of files deleted."""
-    folder = local_folder(settings)
+    folder = attached_folder(con, alias, settings)
     if folder is None:
         return 0
     removed = 0
@@ -153,15 +166,15 @@ def begin_writing(con: duckdb.DuckDBPyConnection, alias: str, settings: Settings
 
 
 def end_writing(
-    settings: Settings, con: duckdb.DuckDBPyConnection | None = None, alias: str = ""
+    con: duckdb.DuckDBPyConnection, alias: str, settings: Settings, failed: bool = False
 ) -> None:
-    """After a writer's commit, or after its transaction was rolled back (then, with `con`
-    still attached, the files it wrote are deleted first)."""
-    folder = local_folder(settings)
+    """After a writer's commit, or after its transaction was rolled back (`failed`: then
+    the files it wrote, which no snapshot records, are deleted first)."""
+    folder = attached_folder(con, alias, settings)
     if folder is None:
         return
     began = writer_began(folder)
-    if con is not None and began is not None:
+    if failed and began is not None:
         delete_left_files(con, alias, folder, began)
     (folder / WRITING).unlink(missing_ok=True)
 

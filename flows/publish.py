@@ -666,6 +666,7 @@ def commit(
         fault_point("before_commit")
         con.execute("commit")
         in_transaction = False
+        data_path.end_writing(con, LAKE, settings)
         if published is not None:
             PublishedRows(published[0]).save(con, published[1])
         if digests is not None:
@@ -674,11 +675,10 @@ def commit(
         if in_transaction:
             con.execute("rollback")
             with contextlib.suppress(OSError, duckdb.Error):  # else the next run deletes them
-                data_path.end_writing(settings, con, LAKE)  # the files this commit wrote
+                data_path.end_writing(con, LAKE, settings, failed=True)  # what it wrote
         raise
     finally:
         detach(con)
-    data_path.end_writing(settings)
     return version, changes
 
 
@@ -760,9 +760,9 @@ def compact_locked(settings: Settings, remove_after: int | None) -> Compaction:
             con.execute(f"call ducklake_merge_adjacent_files('{LAKE}')")  # the rewritten files
         except BaseException:
             with contextlib.suppress(OSError, duckdb.Error):
-                data_path.end_writing(settings, con, LAKE)
+                data_path.end_writing(con, LAKE, settings, failed=True)
             raise
-        data_path.end_writing(settings)
+        data_path.end_writing(con, LAKE, settings)
         after = live_files(con)
         removed = 0
         if remove_after is not None:

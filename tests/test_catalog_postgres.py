@@ -98,6 +98,11 @@ def test_run_publishes_the_file_catalogs_content(shared_lake, sample_run):
     elsewhere = Settings(warehouse=Path("/nonexistent/warehouse"), catalog=url)
     with open_lake(elsewhere, 1) as con:
         assert con.execute("select count(*) from embeddings").fetchone() == (38,)
+    # Even from a warehouse folder whose data/ belongs to a file catalog (as after `make
+    # run`): the shared catalog reads the data path it recorded, which is its own.
+    assert (sample_run.settings.warehouse / "data" / "paperlake-catalog.json").is_file()
+    there = invoke("versions", "--catalog", url, "-w", sample_run.settings.warehouse)
+    assert there.exit_code == 0 and "paperlake run" in there.output, there.output
 
 
 def test_two_runs_started_at_once_leave_one_version(

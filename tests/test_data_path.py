@@ -108,7 +108,7 @@ def test_a_writer_deletes_only_the_unrecorded_files_a_killed_writer_of_its_own_l
     attach(con, victim, create=True)
     publish.start_writing(con, victim)
     assert foreign.exists()
-    data_path.end_writing(victim)
+    data_path.end_writing(con, LAKE, victim)
     assert not (folder / data_path.WRITING).exists()
 
     # A writer began and was killed before its commit: it left a file of its own.
@@ -116,7 +116,7 @@ def test_a_writer_deletes_only_the_unrecorded_files_a_killed_writer_of_its_own_l
     left = write(folder / "main" / "papers" / "ducklake-left.parquet", b"a killed run's")
     assert data_path.begin_writing(con, LAKE, victim) == 1
     assert foreign.exists() and not left.exists()
-    data_path.end_writing(victim)
+    data_path.end_writing(con, LAKE, victim)
     publish.detach(con)
     con.close()
     assert json.loads((folder / data_path.MARKER).read_text())["schema_uuid"]
