@@ -21,7 +21,7 @@ import polars as pl
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from flows import embed, search  # noqa: E402
+from flows import embed, search, search_index  # noqa: E402
 from flows.ingest import clean_text  # noqa: E402
 from flows.lake import connect  # noqa: E402
 
@@ -74,7 +74,7 @@ def main() -> None:
     con.execute("create table embeddings as select * from vectors")
     pool = search.CANDIDATES
     with tempfile.TemporaryDirectory() as tmp:
-        index = search.build_keyword_index(con, Path(tmp) / "index.duckdb")
+        index = search_index.build_keyword_index(con, Path(tmp) / "index.duckdb")
         start = time.perf_counter()
         dense = [search.dense_ranking(con, q, pool) for q in queries]
         keyword = search.keyword_ranking(con, index, titles, pool)

@@ -16,7 +16,7 @@ import hashlib
 import io
 import json
 import shutil
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from pathlib import Path
 
 import polars as pl
@@ -117,19 +117,6 @@ def load(path: Path, check: Check | None, redo: str, *entry: Path) -> pl.DataFra
         return None
 
 
-def scan_parquet(paths: Iterable[Path]) -> pl.LazyFrame:
-    """The rows of sealed Parquet files, to be read as far as they are used; each file's
-    bytes are checked against its seal first.
-
-    Raises:
-        Damaged: the first file that fails its seal.
-    """
-    paths = list(paths)
-    for path in paths:
-        verify(path)
-    return pl.scan_parquet(paths)
-
-
 def write_record(path: Path, record: object) -> None:
     """Write a JSON record with its digest inside, replaced whole."""
     body = json.dumps(record, sort_keys=True)
@@ -184,10 +171,3 @@ def warn(damage: Damaged, what: str) -> None:
     from flows.run_record import run_logger  # the flow run's log, where there is one
 
     run_logger().warning("cache: %s is damaged (%s): %s", damage.path, damage.reason, what)
-
-
-def sealed_files(folder: Path) -> list[Path]:
-    """The sealed Parquet files under `folder` and those whose seal is missing."""
-    if not folder.is_dir():
-        return []
-    return sorted(p for p in folder.rglob("*.parquet") if ".tmp" not in p.name)

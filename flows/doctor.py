@@ -184,15 +184,6 @@ def cache_problem(path: Path) -> str | None:
     return None
 
 
-@dataclass
-class Repair:
-    """What `repair` did and what it could not restore."""
-
-    dropped: list[str] = field(default_factory=list)  # cache files and leftovers removed
-    salvaged: dict[str, tuple[int, int]] = field(default_factory=dict)  # table: kept, lost
-    lost: list[str] = field(default_factory=list)  # what no repair brings back
-
-
 def repair_caches(up: Checkup) -> list[str]:
     """Drop every damaged cache file (a parse with its entry) and every leftover."""
     dropped = []

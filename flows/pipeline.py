@@ -11,7 +11,7 @@ import contextvars
 import inspect
 import sys
 import time
-from concurrent.futures import BrokenExecutor, Future, ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from types import UnionType
@@ -37,6 +37,7 @@ from flows import (
 )
 from flows import dq as dq_page
 from flows import run_record as record
+from flows.after_commit import compact_catalog_when_due, write_data_docs, write_page
 from flows.cluster import cluster_workers, fan_out, on_workers
 from flows.errors import WarehouseError
 from flows.ingest.cache import ParseCache
@@ -272,26 +273,6 @@ def validate_tables(
 def suites_of(tables: dict[str, pl.DataFrame]) -> list[str]:
     """The suites whose tables are among `tables`."""
     return [name for name in validate.suite_names() if name in tables]
-
-
-def write_data_docs(settings: Settings, run_id: str, suite_results: list) -> str | None:
-    """Store `suite_results` (from `validate_tables`) and build their Data Docs pages;
-    returns the index page (None where they cannot be written: a full disk costs the run
-    its Data Docs, a view only, with a warning). In the project's `validate.DocsWorker`
-    where one serves it."""
-    try:
-        if worker := validate.DocsWorker.of(settings.warehouse / "gx"):
-            try:
-                return worker.build(run_id, suite_results)
-            except BrokenExecutor as exc:  # the worker died: built here, as without one
-                record.run_logger().warning("the Data Docs worker stopped (%s): built here", exc)
-        validator = validate.Validator(settings.warehouse / "gx", run_id)
-        validator.unstored = list(suite_results)
-        index = validator.build_docs()
-    except OSError as exc:
-        record.run_logger().warning("the Data Docs were not written: %s", exc)
-        return None
-    return str(index) if index else None
 
 
 @dataclass
@@ -722,21 +703,6 @@ def run_pipeline(settings: Settings, force: bool = False) -> record.RunSummary:
     return summary
 
 
-def write_page(summary: record.RunSummary, settings: Settings, page: Any, version: int) -> None:
-    """The version's page, as `paperlake dq --version N` writes it: warehouse/dq-v<N>.html.
-    The version is published already: a page that cannot be written (a full disk) is a
-    warning of the run, not its failure."""
-    try:
-        output = dq_page.default_output(settings, version)
-        summary.dq_page = str(dq_page.write(page, settings, output))
-    except OSError as exc:
-        summary.warnings.append(
-            f"version {version} is published, but its data-quality page was not written "
-            f"({exc.strerror or exc}: {exc.filename}); `paperlake dq` writes it"
-        )
-        record.run_logger().warning(summary.warnings[-1])
-
-
 def checked(
     early: list[str],
     early_results: Any,
@@ -756,26 +722,6 @@ def checked(
     order = {name: i for i, name in enumerate(validate.suite_names())}
     rows = pl.concat([rows, later]).sort(pl.col("suite").replace_strict(order), maintain_order=True)
     return rows, [*results, *later_results]
-
-
-def compact_catalog_when_due(settings: Settings, version: int) -> None:
-    """Merge the catalog's files every `settings.compact_every` versions (still under the
-    run lock, once the version's page is gathered), and say so in the run's log. A
-    compaction that fails leaves the version published, and is tried again next run."""
-    t = time.perf_counter()
-    try:
-        done = publish.compact_when_due(settings, version)
-    except duckdb.Error as exc:
-        record.run_logger().warning("compaction failed (version %d is published): %s",
-                                    version, exc)  # fmt: skip
-        return
-    if done:
-        record.run_logger().info(
-            "compacted the catalog (due every %d versions): %d live files became %d, "
-            "%d files no version reads removed, in %.1f s", settings.compact_every,
-            sum(done.files_before.values()), sum(done.files_after.values()), done.removed,
-            time.perf_counter() - t,
-        )  # fmt: skip
 
 
 def check_parameters(settings: Settings, embedded: embed.EmbedResult, ingested: Ingested) -> dict:

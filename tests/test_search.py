@@ -10,7 +10,7 @@ import numpy as np
 import polars as pl
 import pytest
 
-from flows import search
+from flows import search, search_index
 from flows.lake import connect, open_lake
 from flows.settings import SQL_DIR
 
@@ -73,7 +73,7 @@ def test_modes_find_the_right_abstracts(sample_run):
             assert any("Prophet" in a for a in hits["abstract"]), mode
         keyword = search.search(con, "SparseD sparse attention", settings, k=1, mode="keyword")
         assert "SparseD" in keyword["abstract"][0]
-        assert search.index_path(settings, 1).exists()  # built once, reused afterwards
+        assert search_index.index_path(settings, 1).exists()  # built once, reused afterwards
 
 
 def test_filters_and_similar(sample_run):
