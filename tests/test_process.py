@@ -303,6 +303,11 @@ def test_serve_stops_with_every_process_it_started_within_10_s_on_a_busy_machine
     killed = "stopped: the schedule and the Prefect server it started, killed: not ended 7 s after"
     if when == "flow" and stalled:
         assert serve.returncode == 128 + signum and killed in output, output[-3000:]
+    elif when == "flow" and signum == signal.SIGTERM and serve.returncode == 128 + signum:
+        # Prefect's runner cancels the flow run through its API and may start a run that
+        # was due meanwhile; on a machine this busy that can outlast the deadline, which
+        # then ends it as promised: killed at 7 s, saying so.
+        assert killed in output and max(t for t in gone.values() if t) >= 7, output[-3000:]
     else:
         assert serve.returncode == 0, output[-3000:]
         assert "stopped: the schedule and the Prefect server it started\n" in output

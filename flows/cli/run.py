@@ -300,7 +300,8 @@ def serve(
     from flows.validate import DocsWorker
     from flows.warm_runner import WarmRunner
 
-    if not PREFECT_API_URL.value() and port_in_use(port):
+    started_here = not PREFECT_API_URL.value()
+    if started_here and port_in_use(port):
         fail(f"port {port} is in use; choose another with --port")
     # SIGTERM stops serve as Ctrl-C does, whenever it comes: Prefect's runner handles it
     # once started, and until then (the model loading, the deployment registering) it
@@ -338,7 +339,14 @@ def serve(
                     )
                     # One run at a time: a run that would start while another holds the
                     # warehouse waits for it instead.
-                    serve_deployments(deployment, print_starting_message=False, limit=1)
+                    # A server started here stops with serve: pausing its schedule first
+                    # only keeps the shutdown waiting on the API.
+                    serve_deployments(
+                        deployment,
+                        print_starting_message=False,
+                        limit=1,
+                        pause_on_shutdown=not started_here,
+                    )
     except ServerError as exc:
         fail(str(exc))
     except KeyboardInterrupt:  # Ctrl-C or SIGTERM before Prefect's runner took over
