@@ -20,7 +20,8 @@ import polars as pl
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from flows import aggregate, ingest  # noqa: E402
+from flows import ingest  # noqa: E402
+from flows.derive import aggregate
 from flows.pipeline import staged  # noqa: E402
 
 

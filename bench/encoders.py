@@ -23,7 +23,7 @@ sys.path.insert(0, str(ROOT / "bench"))
 from corpus import abstracts  # noqa: E402
 
 from flows import embed  # noqa: E402
-from flows.encoders import MIN_COSINE, MIN_MEAN_COSINE  # noqa: E402
+from flows.embed.encoders import MIN_COSINE, MIN_MEAN_COSINE  # noqa: E402
 
 PRECISIONS = ("fp32", "bf16", "onnx-fp32", "openvino-fp32", "openvino-bf16")
 

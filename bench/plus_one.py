@@ -4,7 +4,7 @@ A cold run builds a warehouse from data/raw in a work folder. Then, side by side
 one run, each round adds one abstract (a new file) and times:
 - `paperlake run` in a fresh process with no Prefect server running (it starts its own);
 - `paperlake run` while `paperlake serve` serves the warehouse (the run is handed to the
-  serving process, flows/warm_runner.py);
+  serving process, flows/serve/warm_runner.py);
 - `paperlake versions`, the yardstick of a command that only opens the warehouse.
 The medians, the ratios to `versions` and the stage seconds the runs printed follow.
 """

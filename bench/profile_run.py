@@ -20,8 +20,8 @@ from pathlib import Path
 def main() -> None:
     out = Path(sys.argv[1])
     sys.argv = ["paperlake", *sys.argv[2:]]
-    from flows import aggregate
     from flows.cli import main as cli
+    from flows.derive import aggregate
 
     marks: list[tuple[str, float]] = []
     read_sql, build = aggregate.read_sql, aggregate.build_aggregates

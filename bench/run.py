@@ -70,8 +70,8 @@ def embedded_count(output: str) -> int:
 def agreement(warehouse: Path, sample: int, seed: int = 0) -> dict:
     """paperlake's vectors against fp32 vectors of the same texts, on a sample of papers."""
     from flows import embed
-    from flows.lake import open_lake
-    from flows.settings import Settings
+    from flows.core.lake import open_lake
+    from flows.core.settings import Settings
 
     with open_lake(Settings(warehouse=warehouse), version=1) as con:
         rows = con.execute(
@@ -125,7 +125,7 @@ def neighbour_scaling(n: int, vectors: np.ndarray, baseline: bool = True) -> dic
     import duckdb
     import polars as pl
 
-    from flows.aggregate import nearest
+    from flows.derive.aggregate import nearest
 
     vectors = np.array(vectors[:n], dtype=np.float32)  # a writable copy of the memory map
     ids = [f"p{i:07d}" for i in range(n)]

@@ -21,9 +21,10 @@ import polars as pl
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from flows import embed, search, search_index  # noqa: E402
+from flows import embed  # noqa: E402
+from flows.core.lake import connect  # noqa: E402
 from flows.ingest import clean_text  # noqa: E402
-from flows.lake import connect  # noqa: E402
+from flows.read import search, search_index  # noqa: E402
 
 DEFAULT_CSV = ROOT.parent / "shared" / "corpora" / "openreview" / "ICLR17_submissions.csv"
 

@@ -1,7 +1,7 @@
 """The paperlake flow: lock, check, ingest, embed, aggregate, validate, publish. Wiring only.
 
 Each stage is a task that takes and returns plain data (frames, small dataclasses), so it
-can run on any worker; flows/run_record.py keeps the books beside it.
+can run on any worker; flows/core/run_record.py keeps the books beside it.
 """
 
 from __future__ import annotations
@@ -24,28 +24,22 @@ from prefect import flow, task
 from prefect.cache_policies import NO_CACHE
 from prefect.states import Failed, State
 
-from flows import (
-    aggregate,
-    cache,
-    damage,
-    embed,
-    ingest,
-    publish,
-    published,
-    validate,
-    warm_runner,
-)
-from flows import dq as dq_page
-from flows import run_record as record
-from flows.after_commit import compact_catalog_when_due, write_data_docs, write_page
-from flows.cluster import cluster_workers, fan_out, on_workers
-from flows.errors import WarehouseError
+from flows import embed, ingest, publish, validate
+from flows.core import cache, damage
+from flows.core import run_record as record
+from flows.core.cluster import cluster_workers, fan_out, on_workers
+from flows.core.errors import WarehouseError
+from flows.core.lake import connect
+from flows.core.locks import run_lock
+from flows.core.settings import Settings, configure_environment, run_parameters
+from flows.core.tables import aggregate_tables
+from flows.derive import aggregate
+from flows.derive.neighbour_lists import NeighbourLists
 from flows.ingest.cache import ParseCache
-from flows.lake import connect
-from flows.locks import run_lock
-from flows.neighbour_lists import NeighbourLists
-from flows.settings import Settings, configure_environment, run_parameters
-from flows.tables import aggregate_tables
+from flows.publish import published
+from flows.publish.after_commit import compact_catalog_when_due, write_data_docs, write_page
+from flows.serve import warm_runner
+from flows.validate import page as dq_page
 
 
 @dataclass
@@ -473,7 +467,7 @@ def flow_parameter_type(kind: Any) -> Any:
 def run_flow(**parameters: Any) -> record.RunSummary | State:
     """Build a new warehouse version from raw abstract dumps.
 
-    The parameters are the settings of flows/settings.py (derived from Settings, each None
+    The parameters are the settings of flows/core/settings.py (derived from Settings, each None
     by default: the setting's own default) and `force`. With unchanged inputs and config
     the run publishes nothing and reports the current version, unless `force`.
     """
@@ -536,7 +530,7 @@ def without_heartbeats(current: Any) -> Any:
 
 def run_handed_over(parameters: dict[str, Any]) -> record.RunSummary:
     """Run the flow in this process for a `paperlake run` that handed its parameters to the
-    warm runner of `paperlake serve` (flows/warm_runner.py); then make the next run's
+    warm runner of `paperlake serve` (flows/serve/warm_runner.py); then make the next run's
     publish connection ready."""
     try:
         return run_here(settings_of(parameters), parameters)
@@ -563,7 +557,7 @@ def flow_for(settings: Settings):
     """The paperlake flow, its tasks on the Dask cluster `settings.cluster` names, if any."""
     if not settings.cluster:
         return paperlake
-    from flows.cluster import task_runner
+    from flows.core.cluster import task_runner
 
     return paperlake.with_options(task_runner=task_runner(settings.cluster))
 

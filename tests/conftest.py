@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from flows.settings import PROJECT_ROOT, Settings, configure_environment
+from flows.core.settings import PROJECT_ROOT, Settings, configure_environment
 
 configure_environment()
 

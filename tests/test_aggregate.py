@@ -11,11 +11,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from flows import aggregate, cache
-from flows.lake import connect, read_sql
-from flows.neighbour_lists import NeighbourLists
+from flows.core import cache
+from flows.core.lake import connect, read_sql
+from flows.core.settings import Settings
+from flows.derive import aggregate
+from flows.derive.neighbour_lists import NeighbourLists
 from flows.pipeline import staged
-from flows.settings import Settings
 
 
 def unit(rows):

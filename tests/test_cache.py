@@ -14,10 +14,11 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from flows import cache, history
+from flows.core import cache
+from flows.core.settings import Settings
 from flows.ingest import paths
 from flows.pipeline import paperlake
-from flows.settings import Settings
+from flows.publish import history
 from tests.conftest import SAMPLE_RAW, write
 
 EXTRA = (

@@ -19,10 +19,10 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from flows.catalog_copy import CatalogCopy, reader_of
-from flows.errors import WarehouseBusy, WarehouseError
-from flows.locks import LOCK_POLL_SECONDS
-from flows.settings import PROJECT_ROOT, Settings
+from flows.core.errors import WarehouseBusy, WarehouseError
+from flows.core.locks import LOCK_POLL_SECONDS
+from flows.core.settings import PROJECT_ROOT, Settings
+from flows.serve.catalog_copy import CatalogCopy, reader_of
 from tests.conftest import SAMPLE_RAW
 
 # Holds the catalog for writing, as a run does, and commits a row to it; then waits for a
@@ -128,8 +128,8 @@ def add_version(warehouse: Path, folder: Path) -> object:
 def test_a_request_after_compact_removed_what_its_copy_reads_reads_a_new_copy(warehouse, tmp_path):
     """`compact` removes data files the explorer's copy still reads, and a run holds the
     catalog at once after it: the next request waits for the run, then reads a new copy."""
-    from flows.explorer import Explorer
     from flows.publish import compact
+    from flows.serve.explorer import Explorer
 
     add_version(warehouse, tmp_path / "new")
     settings = Settings(warehouse=warehouse)

@@ -16,11 +16,11 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from flows import history
 from flows.cli import app
-from flows.lake import catalog_exists, open_lake, published_versions
-from flows.locks import run_lock
-from flows.settings import PROJECT_ROOT, Settings
+from flows.core.lake import catalog_exists, open_lake, published_versions
+from flows.core.locks import run_lock
+from flows.core.settings import PROJECT_ROOT, Settings
+from flows.publish import history
 from tests.conftest import SAMPLE_RAW
 from tests.postgres import PostgresMissing, PostgresServer, start_server
 from tests.test_history import add_new_dump
@@ -175,8 +175,8 @@ def test_a_query_during_a_publish_sees_one_whole_version(shared_lake, raw_copy):
 
 LOCK_HOLDER = """
 import sys, time
-from flows.locks import run_lock
-from flows.settings import Settings
+from flows.core.locks import run_lock
+from flows.core.settings import Settings
 with run_lock(Settings(warehouse=sys.argv[1], catalog=sys.argv[2])):
     print("holding", time.time(), flush=True)
     time.sleep(float(sys.argv[3]))

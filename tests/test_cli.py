@@ -15,8 +15,8 @@ from typer.testing import CliRunner
 from flows.cli import app
 from flows.cli.output import Format, print_frame
 from flows.cli.run import flow_parameters, handed_parameters
+from flows.core.settings import Settings, run_parameters
 from flows.pipeline import settings_of
-from flows.settings import Settings, run_parameters
 from tests.conftest import write
 
 runner = CliRunner()

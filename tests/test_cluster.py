@@ -11,10 +11,12 @@ import polars as pl
 import pytest
 from typer.testing import CliRunner
 
-from flows import aggregate, embed, history
+from flows import embed
 from flows.cli import app
-from flows.cluster import ClusterError, check_spec, task_runner
-from flows.settings import Settings
+from flows.core.cluster import ClusterError, check_spec, task_runner
+from flows.core.settings import Settings
+from flows.derive import aggregate
+from flows.publish import history
 from tests.conftest import SAMPLE_RAW
 
 
@@ -133,7 +135,7 @@ def test_a_worker_computes_with_its_share_of_the_cores(dask_cluster):
 
 
 def test_a_cluster_on_another_host_gets_an_api_it_can_reach():
-    from flows.prefect_server import api_address
+    from flows.serve.prefect_server import api_address
 
     loopback = ("127.0.0.1", "127.0.0.1")
     assert api_address(None) == loopback

@@ -10,12 +10,14 @@ import time
 import pytest
 from typer.testing import CliRunner
 
-from flows import data_path, history, publish
+from flows import publish
 from flows.cli import app
-from flows.errors import CatalogLost, DataPathTaken
-from flows.lake import LAKE, attach, connect
+from flows.core import data_path
+from flows.core.errors import CatalogLost, DataPathTaken
+from flows.core.lake import LAKE, attach, connect
+from flows.core.settings import Settings
 from flows.pipeline import paperlake
-from flows.settings import Settings
+from flows.publish import history
 from tests.conftest import write
 
 

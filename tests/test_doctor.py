@@ -11,11 +11,11 @@ import time
 import pytest
 from typer.testing import CliRunner
 
-from flows import doctor, history
 from flows.cli import app
-from flows.errors import CatalogDamaged
-from flows.lake import open_lake, published_versions
-from flows.settings import Settings
+from flows.core.errors import CatalogDamaged
+from flows.core.lake import open_lake, published_versions
+from flows.core.settings import Settings
+from flows.publish import doctor, history
 
 
 def cli(*args) -> subprocess.CompletedProcess:

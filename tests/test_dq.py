@@ -13,10 +13,11 @@ import polars as pl
 import pytest
 from typer.testing import CliRunner
 
-from flows import dq, validate
+from flows import validate
 from flows.cli import app, print_summary
-from flows.lake import open_lake
-from flows.settings import EXPECTATIONS_DIR, Settings
+from flows.core.lake import open_lake
+from flows.core.settings import EXPECTATIONS_DIR, Settings
+from flows.validate import page as dq
 from tests.conftest import SAMPLE_RAW, open_offline, write
 
 runner = CliRunner()
@@ -154,7 +155,7 @@ def test_cli_dq_json_gives_one_object_per_expectation_result(warned_run, capsys)
 
 
 def test_papers_version_2_added_are_named_in_diff_and_report(warned_run, tmp_path):
-    from flows.report import write_report
+    from flows.read.report import write_report
 
     warehouse = str(warned_run.settings.warehouse)
     titles = sorted(r["title"] for r in WARNED)
@@ -265,7 +266,7 @@ def test_the_page_gathered_while_a_version_is_committed_is_the_page_of_that_vers
     """A run gathers its version's page from its own tables beside the commit: the same
     page as one gathered from the catalog once the version is published, failing rows
     and the trend over both versions included."""
-    from flows.dq.gather import history_rows, tables_read
+    from flows.validate.page.gather import history_rows, tables_read
 
     settings = warned_run.settings
     with open_lake(settings, extensions=()) as lake:

@@ -10,7 +10,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from flows import embed, embed_cache
+from flows import embed
+from flows.embed import cache as embed_cache
 
 TEXTS = [
     "Speculative decoding with several draft tokens accelerates language model inference.",

@@ -14,7 +14,8 @@ import numpy as np
 import polars as pl
 import pytest
 
-from flows import embed, encoders
+from flows import embed
+from flows.embed import encoders
 from tests.conftest import SAMPLE_RAW
 
 PRECISIONS = list(encoders.EXPORTED)  # openvino-fp32, openvino-bf16, onnx-fp32
@@ -289,7 +290,7 @@ def test_a_damaged_export_is_made_again_not_trusted_nor_left_for_torch(
 
 def test_a_damaged_query_export_is_made_again(fp32, export_cache, tmp_path, monkeypatch, caplog):
     pytest.importorskip("onnxruntime")
-    from flows import query_encoder
+    from flows.embed import query as query_encoder
 
     exported(fp32, "onnx-fp32", export_cache)
     cache = tmp_path / "encoders"

@@ -16,11 +16,11 @@ from pathlib import Path
 import pytest
 from fastapi.testclient import TestClient
 
-from flows import search
-from flows.explorer import Explorer
-from flows.explorer_app import create_app
-from flows.lake import WarehouseError, open_lake
-from flows.settings import PROJECT_ROOT, Settings
+from flows.core.lake import WarehouseError, open_lake
+from flows.core.settings import PROJECT_ROOT, Settings
+from flows.read import search
+from flows.serve.explorer import Explorer
+from flows.serve.explorer_app import create_app
 from tests.conftest import SAMPLE_RAW
 
 # The sample's paper whose abstract starts so, and a reworded copy of it with a title,
@@ -122,8 +122,9 @@ SAME = ("paper_id", "score", "bm25", "all_words", "good_match", "no_good_match",
 
 
 def test_warm_search_answers_as_search_does_and_needs_no_catalog(lake):
-    """The explorer's held copy of a version (flows/search.py's Corpus) gives the hits that
-    flows.search.search gives on the catalog, and keeps answering once the catalog is let go."""
+    """The explorer's held copy of a version (flows/read/search.py's Corpus) gives the hits
+    that flows.read.search.search gives on the catalog, and keeps answering once the catalog
+    is let go."""
     settings, ids = lake
     explorer = Explorer(settings)
     try:

@@ -13,14 +13,16 @@ from collections import Counter
 import pytest
 from typer.testing import CliRunner
 
-from flows import cache, history, publish
+from flows import publish
 from flows.cli import app
-from flows.lake import open_lake, published_versions
-from flows.locks import run_lock
+from flows.core import cache
+from flows.core.lake import open_lake, published_versions
+from flows.core.locks import run_lock
+from flows.core.settings import Settings
 from flows.pipeline import paperlake
-from flows.published import PublishedRows
-from flows.search import dense_search
-from flows.settings import Settings
+from flows.publish import history
+from flows.publish.published import PublishedRows
+from flows.read.search import dense_search
 from tests.conftest import SAMPLE_RAW, write
 
 NEW_ABSTRACTS = [
@@ -222,7 +224,8 @@ def test_run_killed_during_publish_leaves_previous_version(
 def test_second_run_at_once_waits_for_the_first(tmp_path):
     settings = Settings(warehouse=tmp_path / "warehouse")
     code = (
-        "import time; from flows.locks import run_lock; from flows.settings import Settings\n"
+        "import time; from flows.core.locks import run_lock\n"
+        "from flows.core.settings import Settings\n"
         f"with run_lock(Settings(warehouse={str(settings.warehouse)!r})):\n"
         "    print('got it', time.time(), flush=True)"
     )

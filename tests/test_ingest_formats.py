@@ -715,7 +715,7 @@ def test_abstracts_over_max_words_are_rejected(tmp_path):
 
 
 def test_every_reject_rule_is_in_the_rejects_suite():
-    from flows.settings import EXPECTATIONS_DIR
+    from flows.core.settings import EXPECTATIONS_DIR
 
     suite = json.loads((EXPECTATIONS_DIR / "rejects.json").read_text())
     rule_sets = [

@@ -226,8 +226,8 @@ def test_validate_on_hostile_exports_shows_no_traceback_and_accounts_for_every_f
 
 
 def test_a_file_that_cannot_be_read_costs_that_file_and_nothing_else(tmp_path):
+    from flows.core.settings import Settings
     from flows.publish import current_fingerprint
-    from flows.settings import Settings
 
     raw = tmp_path / "raw"
     write(raw / "good.txt", "\n".join(sample_abstracts()[:2]) + "\n")

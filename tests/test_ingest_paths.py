@@ -16,11 +16,11 @@ from typer.testing import CliRunner
 
 from flows import ingest
 from flows.cli import app
+from flows.core.lake import open_lake
+from flows.core.settings import Settings
 from flows.ingest import paths as ingest_paths
 from flows.ingest.rawfile import NotRegularFile, open_regular
-from flows.lake import open_lake
 from flows.pipeline import paperlake
-from flows.settings import Settings
 from tests.conftest import SAMPLE_RAW, write
 from tests.hostile import OPENREVIEW_HEADER, openreview_rows, proper_csv
 

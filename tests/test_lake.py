@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from flows.errors import QueryRefused
-from flows.lake import open_lake, published_versions
-from flows.query import read_only_query
-from flows.settings import Settings
+from flows.core.errors import QueryRefused
+from flows.core.lake import open_lake, published_versions
+from flows.core.settings import Settings
+from flows.read.query import read_only_query
 
 
 def papers_and_versions(warehouse) -> tuple[int, list[int]]:
@@ -79,13 +79,13 @@ def test_a_reader_holding_the_catalog_makes_a_writer_wait_then_say_who(
     import sys
     import time
 
-    from flows import lake
+    from flows.core import lake
 
     copy = tmp_path / "warehouse"
     shutil.copytree(sample_run.settings.warehouse, copy, ignore=shutil.ignore_patterns(".lock"))
     reader = subprocess.Popen(
         [sys.executable, "-c",
-         "import sys, time; from flows.lake import open_lake; from flows.settings import "
+         "import sys, time; from flows.core.lake import open_lake; from flows.core.settings import "
          f"Settings; con = open_lake(Settings(warehouse={str(copy)!r})); print('open', "
          "flush=True); time.sleep(60)"],
         stdout=subprocess.PIPE, text=True,
@@ -122,8 +122,8 @@ def test_the_query_command_refuses_and_the_warehouse_is_untouched(sample_run):
 
 
 def test_the_readme_duckdb_recipe_opens_the_warehouse(sample_run, monkeypatch):
-    from flows.lake import connect
-    from flows.settings import PROJECT_ROOT
+    from flows.core.lake import connect
+    from flows.core.settings import PROJECT_ROOT
 
     readme = (PROJECT_ROOT / "README.md").read_text()
     recipe = readme[readme.index("ATTACH 'ducklake:warehouse") :].split(";", 1)[0]
@@ -135,7 +135,7 @@ def test_the_readme_duckdb_recipe_opens_the_warehouse(sample_run, monkeypatch):
 
 
 def test_attach_statement_gives_the_data_path_and_options():
-    from flows.lake import attach_statement
+    from flows.core.lake import attach_statement
 
     assert attach_statement("w/catalog.ducklake", "/abs/w/data") == (
         "ATTACH 'ducklake:w/catalog.ducklake' AS lake (DATA_PATH '/abs/w/data/', "
@@ -161,7 +161,7 @@ def test_attach_statement_gives_the_data_path_and_options():
     ],
 )  # fmt: skip
 def test_a_postgres_catalog_is_named_without_its_password(tmp_path, catalog, conninfo, shown):
-    from flows.lake import catalog_name, postgres_conninfo
+    from flows.core.lake import catalog_name, postgres_conninfo
 
     settings = Settings(warehouse=tmp_path, catalog=catalog)
     if conninfo:
@@ -171,14 +171,14 @@ def test_a_postgres_catalog_is_named_without_its_password(tmp_path, catalog, con
 
 
 def test_an_unknown_catalog_is_a_clear_error(tmp_path):
-    from flows.lake import WarehouseError, catalog_exists
+    from flows.core.lake import WarehouseError, catalog_exists
 
     with pytest.raises(WarehouseError, match=r"catalog 'mysql://db/lake' is not supported"):
         catalog_exists(Settings(warehouse=tmp_path, catalog="mysql://db/lake"))
 
 
 def test_an_s3_data_path_is_given_as_is_and_loads_httpfs(tmp_path):
-    from flows.lake import attach, connect, data_path_option, needed_extensions
+    from flows.core.lake import attach, connect, data_path_option, needed_extensions
 
     settings = Settings(warehouse=tmp_path / "w", data_path="s3://paperlake-test/lake")
     assert needed_extensions(settings) == ("ducklake", "httpfs")
@@ -202,8 +202,8 @@ def test_a_persistent_s3_secret_reaches_every_paperlake_connection(tmp_path):
     import sys
 
     code = (
-        "import sys; from flows.lake import attach, connect, load_extension\n"
-        "from flows.settings import Settings\n"
+        "import sys; from flows.core.lake import attach, connect, load_extension\n"
+        "from flows.core.settings import Settings\n"
         "con = connect(); load_extension(con, 'httpfs')\n"
         'con.execute("CREATE PERSISTENT SECRET lake_s3 (TYPE s3, PROVIDER config, '
         "KEY_ID 'AKIAEXAMPLE', SECRET 'example', REGION 'eu-west-1', "
@@ -230,7 +230,8 @@ def test_s3_credentials_from_the_environment_reach_the_connection(tmp_path):
     import sys
 
     code = (
-        "import sys; from flows.lake import attach, connect; from flows.settings import Settings\n"
+        "import sys; from flows.core.lake import attach, connect\n"
+        "from flows.core.settings import Settings\n"
         "con = connect()\n"
         "attach(con, Settings(warehouse=sys.argv[1], data_path='s3://paperlake-test/lake'), "
         "create=True)\n"
@@ -248,7 +249,7 @@ def test_s3_credentials_from_the_environment_reach_the_connection(tmp_path):
 
 
 def test_a_connection_without_extensions_attaches_the_lake(tmp_path):
-    from flows.lake import attach, connect
+    from flows.core.lake import attach, connect
 
     settings = Settings(warehouse=tmp_path / "w")
     con = connect(extensions=())

@@ -1,11 +1,11 @@
-"""Topic colours: the report's (flows/palette.py) are the explorer's (app.js), and distinct."""
+"""Topic colours: the report's (flows/core/palette.py) are the explorer's (app.js), and distinct."""
 
 from __future__ import annotations
 
 import re
 from pathlib import Path
 
-from flows.palette import NO_TOPIC_COLOUR, topic_colour
+from flows.core.palette import NO_TOPIC_COLOUR, topic_colour
 
 APP_JS = Path(__file__).resolve().parents[1] / "flows" / "static" / "explore" / "app.js"
 

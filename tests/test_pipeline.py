@@ -9,10 +9,10 @@ import pytest
 from typer.testing import CliRunner
 
 from flows.cli import app
-from flows.lake import open_lake, published_versions
+from flows.core.lake import open_lake, published_versions
+from flows.core.settings import Settings
 from flows.pipeline import paperlake
-from flows.search import dense_search
-from flows.settings import Settings
+from flows.read.search import dense_search
 from flows.validate import DataQualityError
 from tests.conftest import SAMPLE_RAW, write
 
@@ -200,7 +200,7 @@ def test_flow_run_leaves_summary_and_data_quality_artifacts(sample_run):
     from prefect.client.orchestration import get_client
     from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterKey
 
-    from flows.prefect_server import slug
+    from flows.serve.prefect_server import slug
 
     key = slug(sample_run.settings.warehouse)
     assert key and set(key) <= set("abcdefghijklmnopqrstuvwxyz0123456789-")
@@ -239,7 +239,7 @@ def test_run_with_nothing_usable_reports_everything_and_does_not_crash(prefect_s
 def test_the_flow_takes_every_setting_as_a_parameter():
     import inspect
 
-    from flows.settings import run_parameters
+    from flows.core.settings import run_parameters
 
     names = list(inspect.signature(paperlake.fn).parameters)
     assert sorted(names) == sorted([p.name for p in run_parameters()] + ["force"])
@@ -256,7 +256,7 @@ def test_second_version_updates_neighbours_as_a_fresh_search_finds_them(
     import numpy as np
     import polars as pl
 
-    from flows import aggregate
+    from flows.derive import aggregate
     from tests.test_history import add_new_dump
 
     warehouse = tmp_path / "warehouse"
@@ -325,7 +325,7 @@ def test_above_the_exact_limit_the_graphs_lists_are_updated_not_searched_again(
     import numpy as np
     import polars as pl
 
-    from flows import aggregate
+    from flows.derive import aggregate
     from tests.test_history import add_new_dump
 
     warehouse = tmp_path / "warehouse"
@@ -477,7 +477,7 @@ from pathlib import Path
 import prefect.context
 
 from flows import pipeline
-from flows.settings import Settings, configure_environment
+from flows.core.settings import Settings, configure_environment
 
 configure_environment()
 assert "fastapi.encoders" not in sys.modules

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from flows.lake import attach, catalog_exists, connect, published_versions
-from flows.settings import PROJECT_ROOT, Settings
+from flows.core.lake import attach, catalog_exists, connect, published_versions
+from flows.core.settings import PROJECT_ROOT, Settings
 from tests.conftest import SAMPLE_RAW
 
 pytestmark = pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads /proc")
@@ -74,7 +74,7 @@ def server_of(run: subprocess.Popen) -> int:
         if run.poll() is not None:
             pytest.fail(f"the run ended early with {run.returncode}")
         for pid in children(run.pid):
-            if b"flows.api_server" in Path(f"/proc/{pid}/cmdline").read_bytes():
+            if b"flows.serve.api_server" in Path(f"/proc/{pid}/cmdline").read_bytes():
                 return pid
         return None
 
@@ -182,7 +182,7 @@ def test_server_stops_by_itself_when_run_is_killed(tmp_path):
 # for), with a child in a session of its own that ignores SIGTERM, under StopDeadline.
 STUCK = """
 import signal, subprocess, sys, time
-from flows.stopping import StopDeadline
+from flows.core.stopping import StopDeadline
 signal.signal(signal.SIGTERM, lambda *args: None)
 with StopDeadline("the stuck process", seconds=1):
     child = subprocess.Popen(
@@ -273,7 +273,7 @@ WHERE = {"docs": b"spawn_main", "flow": b"prefect.engine"}
 def test_serve_stops_with_every_process_it_started_within_10_s_on_a_busy_machine(
     tmp_path, busy, when, stalled, signum
 ):
-    from flows.prefect_server import free_port
+    from flows.serve.prefect_server import free_port
 
     warehouse = tmp_path / "warehouse"
     env = {k: v for k, v in os.environ.items() if k != "PREFECT_API_URL"}

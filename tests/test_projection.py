@@ -6,7 +6,7 @@ import numpy as np
 import polars as pl
 import pytest
 
-from flows import projection
+from flows.derive import map as projection
 
 
 def clusters(n_per: int, n_clusters: int = 3, dim: int = 16, seed: int = 0) -> np.ndarray:
@@ -77,7 +77,7 @@ def test_old_papers_keep_their_places_and_new_ones_join_their_cluster():
 def test_new_papers_placed_from_exact_lists_land_where_the_full_search_puts_them(width):
     """Lists of 20 hold 5 placed papers for every new one; lists of 6 may not (their papers
     fall back to the search); lists of 3 never do."""
-    from flows import aggregate
+    from flows.derive import aggregate
 
     vectors = clusters(20, n_clusters=4, dim=24, seed=5)
     ids = [f"p{i:02d}" for i in range(len(vectors))]

@@ -7,7 +7,9 @@ import shutil
 
 import pytest
 
-from flows.lake import LAKE, attach, connect
+from flows.core.lake import LAKE, attach, connect
+from flows.core.settings import Settings
+from flows.core.tables import keyed_tables
 from flows.publish import (
     STAGE,
     apply_changes,
@@ -15,9 +17,7 @@ from flows.publish import (
     plan_from_hashes,
     row_hashes,
 )
-from flows.published import PublishedRows
-from flows.settings import Settings
-from flows.tables import keyed_tables
+from flows.publish.published import PublishedRows
 
 TABLE_KEYS = keyed_tables()
 
@@ -211,7 +211,7 @@ def test_kept_row_hashes_serve_only_the_snapshot_that_wrote_them(con, tmp_path):
 def test_a_table_digest_ignores_row_order_and_sees_any_change_of_rows_or_types():
     import polars as pl
 
-    from flows.published import table_digest
+    from flows.publish.published import table_digest
 
     frame = pl.DataFrame({"id": [1, 2, 3], "label": ["a", "b", None], "terms": [["x"], [], ["y"]]})
     assert table_digest(frame) == table_digest(frame.reverse())
@@ -246,7 +246,7 @@ def small_versions(settings: Settings, count: int) -> dict[int, list]:
     """`count` published versions of a lake holding neighbors, each deleting one paper's
     rows and inserting two papers' (as runs do: a few small files a version); returns each
     version's rows."""
-    from flows.lake import published_versions
+    from flows.core.lake import published_versions
 
     con = connect(extensions=())
     attach(con, settings, create=True)
@@ -268,7 +268,7 @@ def small_versions(settings: Settings, count: int) -> dict[int, list]:
 
 
 def test_compacting_merges_each_tables_files_and_every_version_reads_as_before(tmp_path):
-    from flows.lake import published_versions
+    from flows.core.lake import published_versions
     from flows.publish import PublishedDigests, compact
 
     settings = Settings(warehouse=tmp_path / "warehouse")
@@ -330,7 +330,7 @@ def test_compact_with_keep_files_leaves_them_for_a_later_compact(tmp_path):
 
 
 def test_compacting_no_warehouse_names_the_place_and_creates_nothing(tmp_path):
-    from flows.errors import WarehouseError
+    from flows.core.errors import WarehouseError
     from flows.publish import compact
 
     with pytest.raises(WarehouseError, match=f"no warehouse at {tmp_path / 'none'}"):

@@ -17,11 +17,11 @@ import duckdb
 import pytest
 from typer.testing import CliRunner
 
-from flows import history
 from flows.cli import app
-from flows.errors import QueryRefused
-from flows.lake import attach, connect, open_lake, published_versions
-from flows.settings import PROJECT_ROOT, Settings
+from flows.core.errors import QueryRefused
+from flows.core.lake import attach, connect, open_lake, published_versions
+from flows.core.settings import PROJECT_ROOT, Settings
+from flows.publish import history
 
 PAPERLAKE = Path(sys.executable).with_name("paperlake")
 
@@ -163,7 +163,7 @@ def test_maintenance_functions_are_refused_however_the_sql_spells_them(scheduled
 def test_the_plan_check_refuses_what_the_text_hides(scheduled):
     """The plan alone holds: SQL that query() builds from parts is refused by the calls it
     plans, and a runtime executor of serialized SQL by its own name."""
-    from flows.query import check_plan, open_locked
+    from flows.read.query import check_plan, open_locked
 
     before = state(scheduled)
     lake = open_locked(Settings(warehouse=scheduled))
@@ -197,7 +197,7 @@ def test_a_read_only_attach_alone_lets_cleanup_delete_files(sample_run, tmp_path
 
 
 def test_the_query_connection_is_locked_down(sample_run):
-    from flows.query import open_locked
+    from flows.read.query import open_locked
 
     lake = open_locked(sample_run.settings)
     with lake.con as con:
@@ -278,7 +278,7 @@ def publish_table(settings: Settings, create: str) -> None:
 
 
 def test_an_s3_data_path_is_the_one_place_a_query_reads(tmp_path):
-    from flows.query import open_locked, run_query
+    from flows.read.query import open_locked, run_query
 
     settings = Settings(warehouse=tmp_path / "w", data_path="s3://paperlake-test/lake")
     publish_table(settings, "create table t (x integer)")  # no rows, no file: no bucket reached
@@ -294,7 +294,7 @@ def test_an_s3_data_path_is_the_one_place_a_query_reads(tmp_path):
 def test_a_postgres_catalog_reads_only_the_data_path_it_recorded(tmp_path):
     """A reader that gives only the catalog's URL is held to the data path the catalog was
     made with, as DuckLake reports it."""
-    from flows.query import run_query
+    from flows.read.query import run_query
     from tests.postgres import PostgresMissing, start_server
 
     try:
@@ -367,7 +367,7 @@ def test_every_value_type_prints_in_every_format(sample_run):
 
 @pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
 def test_a_signal_stops_a_long_query_with_one_line(sample_run, signum):
-    from flows.stopping import GRACE_SECONDS
+    from flows.core.stopping import GRACE_SECONDS
 
     long = "select sum(i % 7) from range(1000000000000) t(i)"
     query = subprocess.Popen(

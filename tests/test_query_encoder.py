@@ -9,9 +9,11 @@ import sys
 
 import numpy as np
 
-from flows import embed, encoders, query_encoder
-from flows.lake import open_lake
-from flows.settings import PACKAGED_MODEL, PROJECT_ROOT, encoder_cache
+from flows import embed
+from flows.core.lake import open_lake
+from flows.core.settings import PACKAGED_MODEL, PROJECT_ROOT, encoder_cache
+from flows.embed import encoders
+from flows.embed import query as query_encoder
 
 SHORT_QUERIES = [
     "speculative decoding",
@@ -46,9 +48,9 @@ def test_query_vectors_match_sentence_transformers_on_the_sample(sample_run):
 
 SEARCH_IN_A_FRESH_PROCESS = """
 import json, sys
-from flows import search
-from flows.lake import open_lake
-from flows.settings import Settings
+from flows.read import search
+from flows.core.lake import open_lake
+from flows.core.settings import Settings
 
 settings = Settings(warehouse=sys.argv[1])
 with open_lake(settings) as con:

@@ -12,9 +12,9 @@ import pytest
 from typer.testing import CliRunner
 
 from flows.cli import app
-from flows.lake import open_lake
-from flows.palette import topic_colour
-from flows.report import (
+from flows.core.lake import open_lake
+from flows.core.palette import topic_colour
+from flows.read.report import (
     MAP_PAD,
     Change,
     gather,

@@ -10,9 +10,9 @@ import numpy as np
 import polars as pl
 import pytest
 
-from flows import search, search_index
-from flows.lake import connect, open_lake
-from flows.settings import SQL_DIR
+from flows.core.lake import connect, open_lake
+from flows.core.settings import SQL_DIR
+from flows.read import search, search_index
 
 
 def test_fusion_methods_on_explicit_lists():

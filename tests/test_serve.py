@@ -14,9 +14,9 @@ from pathlib import Path
 import httpx
 import yaml
 
-from flows.lake import open_lake, published_versions
-from flows.prefect_server import free_port, start_server
-from flows.settings import PROJECT_ROOT, Settings
+from flows.core.lake import open_lake, published_versions
+from flows.core.settings import PROJECT_ROOT, Settings
+from flows.serve.prefect_server import free_port, start_server
 from tests.conftest import SAMPLE_RAW
 from tests.test_process import alive, descendants, wait_for
 
@@ -78,7 +78,7 @@ def test_serve_starts_a_server_runs_on_schedule_and_stops_cleanly(tmp_path):
             for pid in leftover:
                 os.kill(pid, signal.SIGKILL)
     assert serve.returncode == 0
-    assert any(b"flows.api_server" in line for line in started.values())
+    assert any(b"flows.serve.api_server" in line for line in started.values())
     assert leftover == []
     with open_lake(Settings(warehouse=warehouse)) as con:  # later runs were up to date
         assert published_versions(con) == [1]
@@ -160,7 +160,7 @@ def test_sigterm_as_serve_starts_stops_it_cleanly(tmp_path):
     assert serve.returncode == 0, output
     assert "stopped: the schedule and the Prefect server it started" in output
     assert not runner.exists()
-    assert any(b"flows.api_server" in line for line in started.values())
+    assert any(b"flows.serve.api_server" in line for line in started.values())
     wait_for(lambda: not any(alive(pid) for pid in started), 30, "serve's server still runs")
 
 
@@ -295,7 +295,7 @@ def test_a_new_warehouse_starts_from_a_migrated_prefect_database(tmp_path, monke
 
     import prefect
 
-    from flows.prefect_server import database_url
+    from flows.serve.prefect_server import database_url
 
     def migration(path: Path) -> list[tuple]:
         with sqlite3.connect(path) as db:
@@ -326,7 +326,7 @@ def test_the_warm_runner_sends_each_message_at_once():
     import threading
     from multiprocessing.connection import Client, Listener
 
-    from flows.warm_runner import send_at_once
+    from flows.serve.warm_runner import send_at_once
 
     def nodelay(conn) -> int:
         with socket.socket(fileno=os.dup(conn.fileno())) as sock:
@@ -355,7 +355,7 @@ def test_a_handed_run_answers_once_its_outcome_is_ready(tmp_path):
     import threading
     from dataclasses import dataclass
 
-    from flows.warm_runner import WarmRunner, hand_over, outcome_ready
+    from flows.serve.warm_runner import WarmRunner, hand_over, outcome_ready
 
     @dataclass
     class Summary:

@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import json
 
-from flows import aggregate, publish, tables, validate
-from flows.lake import open_lake
-from flows.settings import PROJECT_ROOT
+from flows import publish, validate
+from flows.core import tables
+from flows.core.lake import open_lake
+from flows.core.settings import PROJECT_ROOT
+from flows.derive import aggregate
 
 
 def test_published_tables_have_exactly_the_registered_columns(sample_run):

@@ -11,8 +11,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from flows import cache, validate
-from flows.settings import EXPECTATIONS_DIR
+from flows import validate
+from flows.core import cache
+from flows.core.settings import EXPECTATIONS_DIR
 
 PARAMS = {
     "min_words": 20,
@@ -503,8 +504,8 @@ def test_a_docs_worker_builds_the_data_docs_in_its_own_process(tmp_path, monkeyp
     import multiprocessing
     from multiprocessing import resource_tracker
 
+    from flows.core.settings import Settings
     from flows.pipeline import write_data_docs
-    from flows.settings import Settings
     from tests.test_process import alive
 
     root = tmp_path / "gx"

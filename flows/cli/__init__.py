@@ -18,11 +18,11 @@ from typing import Annotated, Any
 
 import typer
 
-from flows import damage
 from flows.cli import doctor, explore, pages, run, versions, web
 from flows.cli.output import fail, out
 from flows.cli.run import print_summary
-from flows.settings import configure_environment, package_version
+from flows.core import damage
+from flows.core.settings import configure_environment, package_version
 
 __all__ = ["app", "main", "print_summary"]
 

@@ -10,8 +10,8 @@ import typer
 
 from flows.cli.options import FormatOpt, MaxRowsOpt, setting_options
 from flows.cli.output import MAX_ROWS, Format, err, fail, out, print_frame
-from flows.errors import WarehouseError
-from flows.settings import Settings
+from flows.core.errors import WarehouseError
+from flows.core.settings import Settings
 
 
 @setting_options("warehouse", "catalog", "data_path")
@@ -39,7 +39,7 @@ def doctor(
 ) -> None:
     """Check the catalog, every data file a version reads and every cache file; exit 1
     while anything is damaged."""
-    from flows import doctor as checks
+    from flows.publish import doctor as checks
 
     up = checks.check(settings)
     show(up, fmt, max_rows)
@@ -103,9 +103,9 @@ def show(up, fmt: Format, max_rows: int) -> None:
 def rebuild(settings: Settings, raw: list[Path] | None) -> None:
     """A forced run of the latest version's settings (its raw files, or `raw`)."""
     from flows.cli.run import flow_parameters, print_summary
-    from flows.doctor import latest_config
     from flows.pipeline import run_here
-    from flows.prefect_server import run_api
+    from flows.publish.doctor import latest_config
+    from flows.serve.prefect_server import run_api
     from flows.validate import DataQualityError
 
     config = latest_config(settings)

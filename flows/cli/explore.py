@@ -13,9 +13,9 @@ import typer
 
 from flows.cli.options import FormatOpt, MaxRowsOpt, VersionOpt, setting_options
 from flows.cli.output import MAX_ROWS, Format, err, fail, out, print_frame
-from flows.errors import WarehouseError
-from flows.settings import Settings
-from flows.stopping import stops_on_signals
+from flows.core.errors import WarehouseError
+from flows.core.settings import Settings
+from flows.core.stopping import stops_on_signals
 
 if TYPE_CHECKING:
     import polars as pl
@@ -48,7 +48,7 @@ def query(
     """
     import duckdb
 
-    from flows.query import run_query
+    from flows.read.query import run_query
 
     if (sql is None) == (file is None):
         fail("give the SQL as an argument or with --file, not both")
@@ -96,9 +96,9 @@ def search(
     and the paper: the same scale for every query) and bm25 (the keyword score). When even
     the best hit is below the least cosine of a good match, a line says so.
     """
-    from flows.lake import open_lake
-    from flows.search import MIN_COSINE, no_good_match
-    from flows.search import search as run_search
+    from flows.core.lake import open_lake
+    from flows.read.search import MIN_COSINE, no_good_match
+    from flows.read.search import search as run_search
 
     if mode != Mode.keyword:
         warm_query_encoder(settings.model)
@@ -144,7 +144,7 @@ def warm_query_encoder(model: str) -> None:
     for it, or loads another model's if the version was embedded by another."""
     import threading
 
-    from flows.query_encoder import query_encoder
+    from flows.embed.query import query_encoder
 
     def load() -> None:
         with contextlib.suppress(Exception):  # the search itself then says what failed
@@ -199,8 +199,8 @@ def similar(
     settings: Settings,
 ) -> None:
     """The papers closest in meaning to a given paper."""
-    from flows.lake import open_lake
-    from flows.search import similar as run_similar
+    from flows.core.lake import open_lake
+    from flows.read.search import similar as run_similar
 
     try:
         with without_pandas(), open_lake(settings, version, ("fts",)) as con:

@@ -12,7 +12,7 @@ from typing import Annotated, Any, get_args, get_origin
 import typer
 
 from flows.cli.output import Format, fail
-from flows.settings import Parameter, Settings, run_parameters
+from flows.core.settings import Parameter, Settings, run_parameters
 
 # Short and former names of setting options; every other option is --<setting-name>.
 ALIASES = {"raw": ("-r",), "warehouse": ("-w",), "n_topics": ("--topics",)}

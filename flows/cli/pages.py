@@ -12,8 +12,8 @@ import typer
 
 from flows.cli.options import VersionOpt, setting_options
 from flows.cli.output import fail, out
-from flows.errors import WarehouseError
-from flows.settings import Settings
+from flows.core.errors import WarehouseError
+from flows.core.settings import Settings
 
 
 class PageFormat(StrEnum):
@@ -32,7 +32,7 @@ def report(
     settings: Settings,
 ) -> None:
     """Write a self-contained HTML report of a version: topics, venues, quality, changes."""
-    from flows.report import write_report
+    from flows.read.report import write_report
 
     try:
         path = write_report(settings, version, output)
@@ -69,7 +69,7 @@ def data_quality(
     settings: Settings,
 ) -> None:
     """Write the data-quality page of a version (see DQ_HELP); print its path."""
-    from flows import dq
+    from flows.validate import page as dq
 
     try:
         if fmt == PageFormat.json:

@@ -14,9 +14,9 @@ from rich.markup import escape
 
 from flows.cli.options import FormatOpt, MaxRowsOpt, setting_options
 from flows.cli.output import MAX_ROWS, Format, err, fail, out, print_frame
-from flows.errors import WarehouseError
-from flows.settings import Settings
-from flows.stopping import stops_on_signals, stops_within
+from flows.core.errors import WarehouseError
+from flows.core.settings import Settings
+from flows.core.stopping import stops_on_signals, stops_within
 
 
 def flow_parameters(settings: Settings) -> dict[str, Any]:
@@ -71,8 +71,8 @@ def run(
 
     import duckdb
 
-    from flows.damage import reason_of, told
-    from flows.prefect_server import ServerError, run_api
+    from flows.core.damage import reason_of, told
+    from flows.serve.prefect_server import ServerError, run_api
     from flows.validate import DataQualityError
 
     parameters = flow_parameters(settings) | ({"force": True} if force else {})
@@ -84,10 +84,11 @@ def run(
             # with the stages' imports they take 2.3 s on two cores, inside the 3.4 s the
             # server of a new warehouse takes to start; the rest of `pipeline.warm_up`
             # would lengthen the start-up by what it saves later.
-            from flows.settings import collector_paused
+            from flows.core.settings import collector_paused
 
             with collector_paused():
-                from flows import aggregate, embed, pipeline, validate  # noqa: F401
+                from flows import embed, pipeline, validate  # noqa: F401
+                from flows.derive import aggregate
 
                 embed.load_model(settings.model, settings.device, settings.precision)
                 validate.warm_up()
@@ -131,10 +132,10 @@ def handed_parameters(settings: Settings, force: bool) -> dict[str, Any]:
 
 def hand_over_run(settings: Settings, force: bool) -> bool:
     """Run in the warm runner of a `paperlake serve` of this warehouse, if one answers
-    (flows/warm_runner.py): its process has the stages imported and the model loaded."""
+    (flows/serve/warm_runner.py): its process has the stages imported and the model loaded."""
     from types import SimpleNamespace
 
-    from flows import warm_runner
+    from flows.serve import warm_runner
 
     def say(line: str) -> None:
         err.print(line, markup=False, highlight=False, soft_wrap=True)
@@ -205,7 +206,7 @@ def validate_raw(
 
 def print_summary(summary) -> None:
     """The end-of-run report: counts, version, data quality, seconds per stage."""
-    from flows.wording import outcome_lines
+    from flows.core.wording import outcome_lines
 
     if summary.status == "up to date":
         print_up_to_date(summary.version)
@@ -294,11 +295,11 @@ def serve(
     from prefect.context import SyncClientContext
     from prefect.settings import PREFECT_API_URL
 
+    from flows.core.settings import collector_paused
     from flows.pipeline import flow_for, run_handed_over, warm_up
-    from flows.prefect_server import ServerError, next_run_times, persistent_api, port_in_use
-    from flows.settings import collector_paused
+    from flows.serve.prefect_server import ServerError, next_run_times, persistent_api, port_in_use
+    from flows.serve.warm_runner import WarmRunner
     from flows.validate import DocsWorker
-    from flows.warm_runner import WarmRunner
 
     started_here = not PREFECT_API_URL.value()
     if started_here and port_in_use(port):

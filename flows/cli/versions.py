@@ -10,8 +10,8 @@ import typer
 
 from flows.cli.options import FormatOpt, MaxRowsOpt, VersionOpt, setting_options
 from flows.cli.output import MAX_ROWS, Format, as_text, fail, out, print_frame
-from flows.errors import WarehouseError
-from flows.settings import Settings
+from flows.core.errors import WarehouseError
+from flows.core.settings import Settings
 
 if TYPE_CHECKING:
     import polars as pl
@@ -22,7 +22,7 @@ def versions(
     fmt: FormatOpt = Format.table, max_rows: MaxRowsOpt = MAX_ROWS, *, settings: Settings
 ) -> None:
     """One line per published version: version, time, summary."""
-    from flows.lake import open_lake, read_sql
+    from flows.core.lake import open_lake, read_sql
 
     try:
         with open_lake(settings, extensions=()) as con:
@@ -50,7 +50,7 @@ def diff(
     """
     import polars as pl
 
-    from flows import history
+    from flows.publish import history
 
     try:
         change = history.diff(settings, version_a, version_b)
@@ -139,7 +139,7 @@ def checksum(
     """Order-independent content checksums of a version: per table and for the whole."""
     import polars as pl
 
-    from flows import history
+    from flows.publish import history
 
     try:
         number, tables, whole = history.checksums(settings, version)

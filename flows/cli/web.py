@@ -8,8 +8,8 @@ import typer
 
 from flows.cli.options import setting_options
 from flows.cli.output import fail, out
-from flows.errors import WarehouseError
-from flows.settings import Settings
+from flows.core.errors import WarehouseError
+from flows.core.settings import Settings
 
 DEFAULT_PORT = 8765
 
@@ -31,8 +31,8 @@ def explore(
     """Explore a version in the browser: search with filters, paper pages with their
     nearest papers, near-duplicates and raw records, a map of papers by topic, and every
     published version. Serves until Ctrl-C or SIGTERM; works offline."""
-    from flows.explorer import Explorer
-    from flows.explorer_app import listen, serve, url_of
+    from flows.serve.explorer import Explorer
+    from flows.serve.explorer_app import listen, serve, url_of
 
     try:
         explorer = Explorer(settings, version)

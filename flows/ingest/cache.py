@@ -10,7 +10,7 @@ from pathlib import Path
 
 import polars as pl
 
-from flows import cache as sealed
+from flows.core import cache as sealed
 from flows.ingest.metadata import metadata_from_path
 from flows.ingest.model import (
     INGEST_VERSION,

@@ -8,8 +8,8 @@ from collections.abc import Sequence
 from functools import lru_cache
 from pathlib import Path
 
+from flows.core.settings import SQL_DIR
 from flows.ingest.model import SETTINGS_FILE, FileOverride, SourceFile
-from flows.settings import SQL_DIR
 
 SEEDS_DIR = SQL_DIR / "seeds"
 

@@ -9,7 +9,7 @@ import time
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
-from flows import cache as sealed
+from flows.core import cache as sealed
 from flows.ingest.rawfile import entry_kind, identity, open_regular, shown, walk
 
 # Files in a raw folder that describe the data rather than hold it.
@@ -75,7 +75,7 @@ class DigestMemo:
     again, as git's index does (a 120 MB dump took 0.2 s to hash, each run, twice).
 
     The memo is only a shortcut, and checked before it is taken: the file is a sealed
-    record (flows/cache.py; one that fails is dropped with a warning and every file hashed
+    record (flows/core/cache.py; one that fails is dropped with a warning and every file hashed
     again), and each entry holds a digest of its sha256 with the file's first and last
     EDGE bytes, which are read again on each use: a memo that names another file's sha256,
     or a file rewritten in place with its old size and time, is caught and the file hashed

@@ -15,7 +15,7 @@ from typing import Any
 
 import polars as pl
 
-from flows import cache as sealed
+from flows.core import cache as sealed
 from flows.ingest.anomalies import CharacterStats
 from flows.ingest.cache import PartWriter
 from flows.ingest.clean import normalise_contained

@@ -1,4 +1,4 @@
--- vectors: the embeddings a dense search compares a query with, for flows/search.py to
+-- vectors: the embeddings a dense search compares a query with, for flows/read/search.py to
 -- hold as one matrix.
 -- grain: one row per paper_id of $ids (NULL: every embedded paper).
 -- upstream: embeddings.

@@ -1,0 +1,88 @@
+"""The keyword (BM25) index of a version: one DuckDB file per version beside the catalog
+(DuckLake tables take no indexes), built on first use, checked against the version's
+papers before it is used, and attached for the SQL that ranks by it."""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import duckdb
+
+from flows.core import cache
+from flows.core.lake import LAKE, connect, read_sql
+from flows.core.settings import Settings
+
+
+def current_version(con: duckdb.DuckDBPyConnection) -> int:
+    """The snapshot the connection reads (latest, or the one it was attached at)."""
+    return con.execute(f"select * from {LAKE}.current_snapshot()").fetchone()[0]
+
+
+def index_path(settings: Settings, version: int) -> Path:
+    return settings.cache_path / "search" / f"v{version}.duckdb"
+
+
+def build_keyword_index(con: duckdb.DuckDBPyConnection, path: Path) -> Path:
+    """Write the full-text (BM25) index of the attached version's papers to `path`.
+
+    DuckLake tables take no indexes, so the index lives beside the catalog, one file per
+    version; it is written under a temporary name and moved into place whole.
+    """
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(f".{os.getpid()}.tmp")
+    tmp.unlink(missing_ok=True)
+    docs = con.execute(read_sql("search/docs")).arrow()
+    index = connect(str(tmp))
+    try:
+        index.register("docs_frame", docs)
+        index.execute("create table docs as select * from docs_frame")
+        index.execute(
+            "pragma create_fts_index('docs', 'paper_id', 'text', stemmer = 'porter', "
+            "stopwords = 'english', overwrite = 1)"
+        )
+    finally:
+        index.close()
+    os.replace(tmp, path)
+    return path
+
+
+def keyword_index(con: duckdb.DuckDBPyConnection, settings: Settings) -> Path:
+    """The keyword index file of the attached version, built on first use, and built again
+    (with a warning) where the file cannot be opened or holds another count of papers."""
+    path = index_path(settings, current_version(con))
+    if not path.exists():
+        return build_keyword_index(con, path)
+    papers = con.execute("select count(*) from papers").fetchone()[0]
+    try:
+        with contextlib.closing(duckdb.connect(str(path), read_only=True)) as index:
+            indexed = index.execute("select count(*) from docs").fetchone()[0]
+    except duckdb.Error as exc:
+        reason = " ".join(str(exc).split())
+    else:
+        if indexed == papers:
+            return path
+        reason = f"{indexed} papers indexed where the version holds {papers}"
+    cache.warn(cache.Damaged(path, reason), "built again")
+    return build_keyword_index(con, path)
+
+
+ATTACHED = itertools.count(1)  # a fresh name for each attach of a keyword index
+
+
+@contextlib.contextmanager
+def keyword_scope(con: duckdb.DuckDBPyConnection, index: Path) -> Iterator[None]:
+    """The keyword index file attached and in use on `con`, for the SQL run inside (the
+    index's macros read its tables by their bare names)."""
+    current = con.execute("select current_database()").fetchone()[0]
+    name = f"keyword_index_{next(ATTACHED)}"
+    con.execute(f"attach '{index}' as {name} (read_only)")
+    try:
+        con.execute(f"use {name}")
+        yield
+    finally:
+        con.execute(f"use {current}")
+        con.execute(f"detach {name}")

@@ -1,0 +1,383 @@
+"""The explorer: a local web app over published versions (`paperlake explore`).
+
+One process serves many requests: the DuckDB connections (one per version looked at) and
+the query encoder stay open and warm, and what search reads of each version looked at is
+held in memory (a search then reads no DuckLake table: 25-65 ms over HTTP on the sample
+and 2 busy cores, against 120-135 ms when each search read the catalog). With the
+DuckDB-file catalog the connections read a copy of it (flows/serve/catalog_copy.py), so that
+runs publish while the explorer serves, and the next request reads what they published.
+The page (templates/explore/, static/explore/) is one HTML shell whose script draws
+search, paper pages and the map from the JSON API under /api/ (flows/serve/explorer_app.py);
+every asset is served from here, so it works offline.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+import duckdb
+import polars as pl
+
+from flows.core.lake import (
+    ATTACH_WAIT_SECONDS,
+    WarehouseError,
+    open_lake,
+    published_versions,
+    read_sql,
+)
+from flows.core.settings import Settings
+from flows.read import search as searching
+from flows.serve.catalog_copy import reader_of
+
+MAX_HITS = 100
+OPEN_VERSIONS = 4  # versions kept attached at once; the one looked at longest ago closes
+MODES = searching.MODES
+GONE = "Cannot open file"  # DuckDB's words for a data file that is not there
+T = TypeVar("T")
+# What a listed paper shows besides its name (flows/read/search.py's hits).
+CARD = ("paper_id", "authors", "venue", "year", "topic_id", "topic", "link", "code", "abstract")
+
+
+class ExplorerError(Exception):
+    """A request the explorer answers with `status` and a JSON body saying why."""
+
+    def __init__(self, status: int, message: str, **detail: Any) -> None:
+        super().__init__(message)
+        self.status = status
+        self.detail = detail
+
+
+def records(frame: pl.DataFrame) -> list[dict]:
+    """Rows as JSON-ready dicts (NaN and infinities as null)."""
+    rows = frame.to_dicts()
+    for row in rows:
+        for key, value in row.items():
+            if isinstance(value, float) and not math.isfinite(value):
+                row[key] = None
+    return rows
+
+
+def answered(method: Callable[..., T]) -> Callable[..., T]:
+    """An Explorer's request: answered alone (one lock), on the catalog as it is now, and
+    once more on a new copy of the catalog where a data file that the last copy reads is
+    gone (`compact` removed it since; a run holding the catalog is waited for)."""
+
+    @functools.wraps(method)
+    def answer(self: Explorer, *args: Any, **kwargs: Any) -> T:
+        with self.lock:
+            self.refresh()
+            try:
+                return method(self, *args, **kwargs)
+            except duckdb.IOException as exc:
+                if GONE not in str(exc) or not self.refresh(wait=ATTACH_WAIT_SECONDS):
+                    raise
+            return method(self, *args, **kwargs)
+
+    return answer
+
+
+@dataclass(frozen=True)
+class Held:
+    """What the explorer keeps in memory of a version it was asked about: what search reads
+    (flows/read/search.py's Corpus) and each paper's name (sql/explore/names.sql)."""
+
+    corpus: searching.Corpus
+    names: pl.DataFrame
+
+
+class Explorer:
+    """The warehouse as the app reads it: a connection per version, opened on first use,
+    and what search reads of each version, held in memory (`held`).
+
+    DuckDB connections are not shared between threads, and FastAPI answers plain
+    endpoints from a thread pool, so one lock serialises the work (`answered`); a request
+    costs milliseconds. Attaching a version costs a tenth of a second and more, so
+    connections stay open. A DuckDB-file catalog that any process holds open cannot be
+    written, so they read a copy of it (`copy`), taken anew at the first request after a
+    run changed the catalog; a PostgreSQL catalog is read as it is (nobody waits there).
+    Without `version` the app shows the latest version, a new one once it is published.
+    """
+
+    def __init__(self, settings: Settings, version: int | None = None) -> None:
+        self.settings = settings
+        self.lock = threading.RLock()
+        self.lakes: dict[int | None, duckdb.DuckDBPyConnection] = {}
+        self.held: dict[int, Held] = {}
+        self.copy = reader_of(settings)
+        try:
+            versions = published_versions(self.lake_at(None))
+        except BaseException:
+            self.close()
+            raise
+        if version is not None and version not in versions:
+            self.close()
+            raise WarehouseError(
+                f"version {version} is not a published version (published: "
+                f"{', '.join(map(str, versions))})"
+            )
+        self.pinned = version
+        self.latest = versions[-1]
+
+    @property
+    def default_version(self) -> int:
+        """The version a request without one reads: --version, else the latest."""
+        return self.latest if self.pinned is None else self.pinned
+
+    def refresh(self, wait: float = 0.0) -> bool:
+        """Read a new copy of a DuckDB-file catalog once a run changed it (waiting up to
+        `wait` seconds for a run that holds it); whether one was taken. Connections to the
+        last copy close, and versions held in memory that are no longer published go."""
+        if self.copy is None or not self.copy.take(wait):
+            return False
+        self.release()
+        self.copy.prune()
+        published = published_versions(self.lake_at(None))
+        for version in [v for v in self.held if v not in published]:
+            self.held.pop(version).corpus.close()
+        self.latest = published[-1]
+        return True
+
+    def lake_at(self, version: int | None) -> duckdb.DuckDBPyConnection:
+        """The open connection at `version` (None: the latest, for the catalog's lists)."""
+        if version not in self.lakes:
+            if len(self.lakes) > OPEN_VERSIONS:
+                oldest = next(v for v in self.lakes if v is not None)
+                self.lakes.pop(oldest).close()
+            reading = self.settings if self.copy is None else self.copy.reading
+            con = open_lake(reading, version, ("fts",))  # keyword search, no vss
+            con.execute(read_sql("macros/paper_title"))
+            self.lakes[version] = con
+        self.lakes[version] = self.lakes.pop(version)  # most recently used last
+        return self.lakes[version]
+
+    def lake(self, version: int | None) -> duckdb.DuckDBPyConnection:
+        """The connection reading `version` (default: the one the app shows first)."""
+        version = self.default_version if version is None else version
+        if version not in self.lakes:
+            published = published_versions(self.lake_at(None))
+            if version not in published:
+                raise ExplorerError(
+                    404,
+                    f"version {version} is not a published version (published: "
+                    f"{', '.join(map(str, published))})",
+                    version=version,
+                )
+        return self.lake_at(version)
+
+    def release(self) -> None:
+        for con in self.lakes.values():
+            con.close()
+        self.lakes.clear()
+
+    def close(self) -> None:
+        with self.lock:
+            self.release()
+            for held in self.held.values():
+                held.corpus.close()
+            self.held.clear()
+            if self.copy is not None:
+                self.copy.close()
+
+    @answered
+    def warm(self) -> None:
+        """Load the query encoder and what search reads before the first person asks."""
+        self.hold(None).corpus.search("warm up", k=1)
+
+    def hold(self, version: int | None) -> Held:
+        """What search reads of `version` (default: the one the app shows), read into
+        memory on first use; the version looked at longest ago goes past OPEN_VERSIONS."""
+        version = self.resolved(version)
+        if version not in self.held:
+            con = self.lake(version)
+            corpus = searching.Corpus(con, self.settings, held=True)
+            names = con.execute(read_sql("explore/names"), {"ids": None}).pl()
+            if len(self.held) >= OPEN_VERSIONS:
+                self.held.pop(next(iter(self.held))).corpus.close()
+            self.held[version] = Held(corpus, names)
+        self.held[version] = self.held.pop(version)  # most recently used last
+        return self.held[version]
+
+    # What the API answers ---------------------------------------------------------------
+
+    @answered
+    def versions(self) -> dict:
+        rows = records(self.lake_at(None).execute(read_sql("explore/versions")).pl())
+        if self.copy is None and rows:  # a PostgreSQL catalog: read as it is now
+            self.latest = max(row["version"] for row in rows)
+        return {"versions": rows, "default": self.default_version}
+
+    def named(self, version: int | None, frame: pl.DataFrame) -> pl.DataFrame:
+        """`frame` with each paper named for a person: `title` (its title, else its
+        abstract's first words) and `untitled`."""
+        names = self.hold(version).names
+        return frame.drop("title", "untitled", strict=False).join(
+            names, on="paper_id", how="left", maintain_order="left"
+        )
+
+    def listed(
+        self, version: int | None, ranked: pl.DataFrame, keep: tuple[str, ...] = ()
+    ) -> list[dict]:
+        """The papers of `ranked` (paper_id first) as search lists them (authors, venue,
+        year, topic, link, code, abstract; flows/read/search.py), with its columns `keep`."""
+        if ranked.height == 0:
+            return []
+        listing = self.hold(version).corpus.listing(ranked["paper_id"].to_list())
+        cards = listing.select(CARD)
+        cards = cards.join(
+            ranked.select("paper_id", *keep), on="paper_id", how="left", maintain_order="left"
+        )
+        return records(self.named(version, cards))
+
+    @answered
+    def overview(self, version: int | None) -> dict:
+        """What the front page shows before a search: counts, facets and topics."""
+        con = self.lake(version)
+        facets = con.execute(read_sql("explore/facets")).pl()
+        topics = con.execute(read_sql("explore/map_topics")).pl()
+        papers = con.execute("select count(*) from papers").fetchone()[0]
+        return {
+            "version": self.resolved(version),
+            "papers": papers,
+            "venues": records(facets.filter(facet="venue").drop("facet")),
+            "years": records(facets.filter(facet="year").drop("facet")),
+            "topics": records(topics.select("topic_id", "label", "papers")),
+        }
+
+    def resolved(self, version: int | None) -> int:
+        return self.default_version if version is None else version
+
+    @answered
+    def search(
+        self,
+        text: str,
+        version: int | None = None,
+        k: int = 10,
+        mode: str = "hybrid",
+        venue: str | None = None,
+        year: int | None = None,
+        topic: int | None = None,
+    ) -> dict:
+        """The k best papers for `text` in a version, as cards with their scores."""
+        text = text.strip()
+        if not text:
+            raise ExplorerError(400, "give some words to search for")
+        if mode not in MODES:
+            raise ExplorerError(400, f"mode must be one of {', '.join(MODES)}, not {mode!r}")
+        k = max(1, min(k, MAX_HITS))
+        started = time.perf_counter()
+        found = self.hold(version).corpus.search(
+            text, k=k, mode=mode, venue=venue, year=year, topic=topic
+        )
+        hits = records(self.named(version, found))
+        weak = searching.no_good_match(found) if found.height else "nothing matches the filters"
+        return {
+            "query": text,
+            "version": self.resolved(version),
+            "mode": mode,
+            "filters": {"venue": venue, "year": year, "topic": topic},
+            "hits": hits,
+            "no_good_match": weak is not None,
+            "why": weak,
+            "took_ms": round(1000 * (time.perf_counter() - started), 1),
+        }
+
+    @answered
+    def paper(self, paper_id: str, version: int | None = None) -> dict:
+        """Everything the paper page shows: fields, links, topic, nearest papers,
+        near-duplicates and the raw records it came from."""
+        con = self.lake(version)
+        rows = records(con.execute(read_sql("explore/paper"), {"paper_id": paper_id}).pl())
+        if not rows:
+            raise self.no_paper(paper_id, version)
+        paper = rows[0]
+        nearest = con.execute(read_sql("explore/nearest"), {"paper_id": paper_id}).pl()
+        twins = con.execute(read_sql("explore/duplicates"), {"paper_id": paper_id}).pl()
+        paper["nearest"] = self.listed(version, nearest, keep=("rank", "score"))
+        paper["duplicates"] = self.listed(
+            version, twins, keep=("score", "kind", "group_id", "group_size")
+        )
+        paper["sources"] = records(
+            con.execute(read_sql("explore/provenance"), {"paper_id": paper_id}).pl()
+        )
+        [card] = (
+            self.hold(version).corpus.listing([paper_id]).select("link", "code").rows(named=True)
+        )
+        paper["links"] = paper_links(paper | card)
+        paper["version"] = self.resolved(version)
+        return paper
+
+    def no_paper(self, paper_id: str, version: int | None) -> ExplorerError:
+        version = self.resolved(version)
+        return ExplorerError(
+            404, f"no paper {paper_id} in version {version}", paper_id=paper_id, version=version
+        )
+
+    @answered
+    def similar(self, paper_id: str, version: int | None = None, k: int = 10) -> dict:
+        """The k papers closest to a paper by its embedding, searched now."""
+        k = max(1, min(k, MAX_HITS))
+        con = self.lake(version)
+        try:
+            found = searching.similar(con, paper_id, k)
+        except ValueError:
+            raise self.no_paper(paper_id, version) from None
+        hits = records(self.named(version, found))
+        return {"paper_id": paper_id, "version": self.resolved(version), "hits": hits}
+
+    @answered
+    def topic(self, topic_id: int, version: int | None = None) -> dict:
+        """A topic's label and terms, and its papers closest to its centre first."""
+        con = self.lake(version)
+        row = con.execute(
+            "select label, papers, top_terms from topics where topic_id = ?", [topic_id]
+        ).fetchone()
+        if row is None:
+            raise ExplorerError(
+                404, f"no topic {topic_id} in version {self.resolved(version)}",
+                topic_id=topic_id,
+            )  # fmt: skip
+        members = con.execute(read_sql("explore/topic_papers"), {"topic_id": topic_id}).pl()
+        papers = self.listed(version, members, keep=("score",))
+        label, size, terms = row
+        return {
+            "topic_id": topic_id, "label": label, "papers": size, "terms": terms,
+            "version": self.resolved(version), "hits": papers,
+        }  # fmt: skip
+
+    @answered
+    def map(self, version: int | None = None) -> dict:
+        """Every paper's place, topic and name, column by column, and the topics' labels."""
+        con = self.lake(version)
+        points = con.execute(read_sql("explore/map_points")).pl()
+        topics = con.execute(read_sql("explore/map_topics")).pl()
+        return {
+            "version": self.resolved(version),
+            "points": {
+                "paper_id": points["paper_id"].to_list(),
+                "x": points["x"].to_list(),
+                "y": points["y"].to_list(),
+                "topic_id": points["topic_id"].to_list(),
+                "title": points["title"].to_list(),
+            },
+            "topics": records(topics),
+        }
+
+
+def paper_links(paper: dict) -> list[dict]:
+    """The pages a paper can be opened at: its own page (as search links it), its code,
+    then the other links in its abstract."""
+    links = [{"url": paper["link"], "kind": "paper"}] if paper.get("link") else []
+    if paper.get("code"):
+        links.append({"url": paper["code"], "kind": "code"})
+    seen = {link["url"] for link in links}
+    for link in paper.get("links") or []:
+        if link["url"] not in seen:
+            links.append({"url": link["url"], "kind": link["kind"]})
+            seen.add(link["url"])
+    return links
