@@ -32,7 +32,7 @@ from flows.core.errors import WarehouseError
 from flows.core.lake import connect
 from flows.core.locks import run_lock
 from flows.core.settings import Settings, configure_environment, run_parameters
-from flows.core.tables import aggregate_tables
+from flows.core.tables import derived_tables
 from flows.derive import aggregate
 from flows.derive.neighbour_lists import NeighbourLists
 from flows.ingest.cache import ParseCache
@@ -240,7 +240,7 @@ def aggregate_papers(
             previous_coordinates=last.coordinates,
             cache=settings.cache_path / "paper_rows",
         )
-        return {name: con.table(name).pl() for name in aggregate_tables()}
+        return {name: con.table(name).pl() for name in derived_tables()}
     finally:
         con.close()
 

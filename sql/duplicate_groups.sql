@@ -1,7 +1,17 @@
--- duplicate_groups: papers that are near-duplicates of one another, as connected groups.
+-- duplicate_groups: Groups of papers that are near-duplicates of one another (connected pairs).
 -- grain: one row per paper in a group of two or more.
--- upstream: pair_groups (connected components of the near-duplicate pairs, each paper
--- keeping its closest pairs; see flows/derive/aggregate.py group_pairs), papers.
+-- key: paper_id
+-- reads: pair_groups, papers
+-- references: group_id -> papers, paper_id -> papers
+-- columns:
+--   group_id: the group: its smallest paper_id
+--   paper_id: a paper in the group
+--   group_size: papers in the group (2 or more)
+--   title: the paper's title
+--   source_path: file of the paper
+--   line: line of the paper
+-- pair_groups: connected components of the near-duplicate pairs, each paper keeping its
+-- closest pairs.
 with members as (
     select paper_id, group_id, group_size
     from pair_groups

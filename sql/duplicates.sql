@@ -1,9 +1,20 @@
--- duplicates: pairs of distinct papers whose abstracts are near-duplicates.
+-- duplicates: Near-duplicate pairs of distinct papers.
 -- grain: one row per unordered pair (paper_a < paper_b) at or above the threshold.
+-- key: paper_a, paper_b
+-- reads: similar_pairs, pair_groups, papers
+-- references: paper_a -> papers, paper_b -> papers
+-- columns:
+--   paper_a: the pair's smaller id
+--   paper_b: the pair's larger id
+--   score: cosine similarity, at or above the threshold
+--   kind: identical (score >= 0.999) or near
+--   source_a: file of paper_a
+--   line_a: line of paper_a
+--   source_b: file of paper_b
+--   line_b: line of paper_b
 -- Pairs of papers in groups larger than duplicate_group_max are left to duplicate_groups.
--- upstream: similar_pairs (pairs above the threshold, each paper's closest up to a cap:
--- exact, or from the HNSW graph with crowded rows checked exactly; see flows/derive/aggregate.py
--- nearest), pair_groups, papers.
+-- similar_pairs holds the pairs above the threshold, each paper's closest up to a cap (exact,
+-- or from the HNSW graph with crowded rows checked exactly).
 with small_groups as (
     select paper_id
     from pair_groups

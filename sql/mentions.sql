@@ -1,10 +1,19 @@
--- mentions: benchmarks, datasets and metrics named in abstracts, code and review links.
--- grain: one row per (paper_id, kind, name); a metric carries the number reported next to
--- it where one follows ("FID of 1.02").
--- upstream: papers, mention_vocabulary (sql/seeds/mentions.csv: name, kind, RE2 pattern),
--- the macros of sql/macros/mentions.sql.
--- getvariable('mention_pattern') is every pattern in one alternation: one pass over each
--- abstract finds all candidate names, instead of one pass per pattern.
+-- mentions: Benchmarks, datasets, metrics and links named by each paper.
+-- grain: one row per (paper_id, kind, name).
+-- key: paper_id, kind, name
+-- reads: papers, mention_vocabulary
+-- references: paper_id -> papers
+-- columns:
+--   paper_id: the paper
+--   kind: benchmark, dataset, metric, code or review
+--   name: what is named (or the link)
+--   value: a number reported with it, if any
+--   context: the words around it
+-- A metric carries the number reported next to it where one follows ("FID of 1.02").
+-- mention_vocabulary is sql/seeds/mentions.csv (name, kind, RE2 pattern); the macros are those
+-- of sql/macros/mentions.sql. getvariable('mention_pattern') is every pattern in one
+-- alternation: one pass over each abstract finds all candidate names, instead of one pass per
+-- pattern.
 with found as (
     select distinct
         paper_id,

@@ -1,6 +1,19 @@
--- source_stats: what every raw file contributed to the papers of this version.
+-- source_stats: Per raw file: records, papers and duplicates.
 -- grain: one row per source file.
--- upstream: sources, paper_sources, papers.
+-- key: source_path
+-- reads: sources, paper_sources, papers
+-- references: source_path -> sources
+-- columns:
+--   source_path: the raw file
+--   format: format read
+--   venue: its venue
+--   year: its year
+--   records_seen: records read
+--   accepted: accepted
+--   rejected: rejected
+--   papers: distinct papers first seen in it
+--   duplicate_records: records whose paper came first elsewhere
+--   error: why it could not be read, if so
 with located as (
     select
         paper_sources.source_path,

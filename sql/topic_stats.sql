@@ -1,6 +1,14 @@
--- topic_stats: papers per topic, venue and year.
+-- topic_stats: Papers per topic, venue and year.
 -- grain: one row per (topic_id, venue, year).
--- upstream: paper_topics, topics, papers.
+-- key: topic_id, venue, year
+-- reads: paper_topics, topics, papers
+-- references: topic_id -> topics
+-- columns:
+--   topic_id: the topic
+--   label: its label
+--   venue: venue
+--   year: year
+--   papers: papers
 with assigned as (
     select paper_topics.topic_id, papers.venue, papers.year
     from paper_topics

@@ -1,7 +1,17 @@
--- topic_terms: the most distinctive terms of every topic, by class-based TF-IDF.
+-- topic_terms: The most distinctive terms of every topic (class-based TF-IDF).
 -- grain: one row per (topic_id, term) among each topic's top terms.
--- upstream: term_counts (sql/aggregate/term_counts.sql: papers of each topic using each
--- term, kept up to date from the papers that changed), paper_topics.
+-- key: topic_id, term
+-- reads: term_counts, paper_topics
+-- references: topic_id -> topics
+-- columns:
+--   topic_id: the topic
+--   term: a term
+--   docs: papers of the topic using it
+--   df: papers using it overall
+--   weight: c-TF-IDF weight
+--   term_rank: 1 = most distinctive
+-- term_counts (sql/aggregate/term_counts.sql) holds the papers of each topic using each
+-- term, kept up to date from the papers that changed.
 -- Terms are words and two-word phrases ("speculative decoding", "breast cancer") whose
 -- words are both kept. Weight of term t in topic c: (share of c's papers that use t) *
 -- ln(N / papers using t), so a term counts once per paper and words common to the whole

@@ -1,7 +1,15 @@
--- topics: one row per topic with its size, a label from its most distinctive terms, and
--- its centroid (matched against the next version's topics to keep ids stable).
+-- topics: One row per topic with a readable label.
 -- grain: one row per topic_id.
--- upstream: paper_topics, topic_terms, topic_centroids.
+-- key: topic_id
+-- reads: paper_topics, topic_terms, topic_centroids
+-- columns:
+--   topic_id: id, kept across versions where the topic persists
+--   label: its three most distinctive terms
+--   papers: papers in it
+--   mean_distance: mean cosine distance of its papers to the centroid
+--   top_terms: its terms by rank
+--   centroid: mean vector
+-- Each topic's centroid is matched against the next version's topics to keep ids stable.
 -- A label is the topic's first three terms, a phrase in place of its words (it says them
 -- already). Labels never read the same: a topic takes one term more, up to five, while its
 -- label's set of terms is one a topic of a smaller id could read (its first three, four or

@@ -1,6 +1,16 @@
--- venue_stats: papers per venue and year with length, code and topic figures.
+-- venue_stats: Per venue and year: papers, words, code and topics.
 -- grain: one row per (venue, year).
--- upstream: papers, paper_topics.
+-- key: venue, year
+-- reads: papers, paper_topics
+-- columns:
+--   venue: venue
+--   year: year
+--   papers: papers
+--   mean_words: mean abstract words
+--   min_words: fewest
+--   max_words: most
+--   papers_with_code: papers with a code link
+--   topics: topics they fall in
 with per_paper as (
     select
         papers.venue,

@@ -82,6 +82,7 @@ for command, name in (
     (explore.query, None),
     (versions.diff, None),
     (versions.checksum, None),
+    (versions.tables, None),
     (versions.compact, None),
     (doctor.doctor, None),
     (pages.report, None),

@@ -188,3 +188,44 @@ def compact(
         f"became {after}; {done.removed} files no version reads were removed",
         highlight=False,
     )
+
+
+def tables(
+    name: Annotated[
+        str | None, typer.Argument(help="A table: list its columns, what it reads and refers to.")
+    ] = None,
+    fmt: FormatOpt = Format.table,
+    max_rows: MaxRowsOpt = MAX_ROWS,
+) -> None:
+    """The tables a run publishes: key and what each holds; with NAME, its grain and columns."""
+    import polars as pl
+
+    from flows.core import tables as registry
+
+    if name is None:
+        rows = [
+            {
+                "table": t.name,
+                "key": ", ".join(t.keys) or "(a row per run)",
+                "description": t.description,
+            }
+            for t in registry.registry()
+        ]
+        print_frame(pl.DataFrame(rows), fmt, max_rows)
+        return
+    try:
+        table = registry.table(name)
+    except KeyError:
+        fail(f"no table {name!r}; `paperlake tables` lists them")
+    refers = dict(table.references)
+    rows = [
+        {"column": column, "holds": holds, "refers to": refers.get(column, "")}
+        for column, holds in table.columns
+    ]
+    out.print(f"{table.name}: {table.description}", highlight=False)
+    out.print(
+        f"grain: {table.grain.rstrip('.')}; key: {', '.join(table.keys) or '-'}", highlight=False
+    )
+    if table.reads:
+        out.print(f"reads: {', '.join(table.reads)} (sql/{table.name}.sql)", highlight=False)
+    print_frame(pl.DataFrame(rows), fmt, max_rows)

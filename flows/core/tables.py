@@ -1,14 +1,20 @@
-"""Every table a run publishes, declared once: name, what builds it, its key, its suite, a
-one-line description and a description of each column.
+"""Every table a run publishes, declared once: name, description, grain, key, the tables it
+reads, the tables its ids refer to, and a description of each column.
 
-Aggregate builds the SQL tables in the order listed here, publish merges each table by its
-key (history tables are appended to), validate reports failing rows by the key, and the
-data-quality page and the README describe the tables with these words.
+Tables built in Python are declared here; a table built in SQL is declared by the header of
+its file, sql/<name>.sql (see `parse_header`), so that adding one is its SQL file, its suite
+(expectations/<name>.json) and its test. The build order of the SQL tables follows from what
+each declares it reads. Derive builds the tables in that order, publish merges each by its
+key (history tables are appended to), validate checks each with its suite and checks every
+declared reference, and `paperlake tables` and the data-quality page describe them.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import functools
+import re
+from dataclasses import dataclass, field
+from graphlib import TopologicalSorter
 from pathlib import Path
 
 from flows.core.settings import EXPECTATIONS_DIR, SQL_DIR
@@ -19,9 +25,12 @@ class Table:
     name: str
     description: str
     keys: tuple[str, ...]  # what identifies a row; empty for history tables
-    built_by: str  # ingest | embed | aggregate | sql | validate | run
+    built_by: str  # ingest | embed | derive | sql | validate | run
     columns: tuple[tuple[str, str], ...]  # (column, what it holds), in table order
     history: bool = False  # one row per run (or per run and check), appended to
+    grain: str = ""  # what one row is
+    reads: tuple[str, ...] = ()  # tables (published or scratch) its SQL reads
+    references: tuple[tuple[str, str], ...] = field(default=())  # (column, table whose key)
 
     @property
     def sql(self) -> Path | None:
@@ -35,6 +44,68 @@ class Table:
         return path if path.exists() else None
 
 
+class HeaderError(ValueError):
+    """A sql/<table>.sql header that does not declare its table as `parse_header` reads it."""
+
+
+FIELD = re.compile(r"^-- (grain|key|reads|references|columns):\s*(.*)$")
+COLUMN = re.compile(r"^--   (\w+): (.+)$")
+
+
+def parse_header(path: Path) -> Table:
+    """The table that sql/<name>.sql declares in its leading comment:
+
+        -- <name>: <description>
+        -- grain: <what one row is>
+        -- key: <column>, <column>
+        -- reads: <table>, <table>
+        -- references: <column> -> <table>, ...   (optional: the column holds that table's key)
+        -- columns:
+        --   <column>: <what it holds>
+        -- <any further lines: prose>
+    """
+    lines = []
+    for line in path.read_text().splitlines():
+        if not line.startswith("--"):
+            break
+        lines.append(line)
+    name = path.stem
+    if not lines or not lines[0].startswith(f"-- {name}: "):
+        raise HeaderError(f"{path}: the first line must read '-- {name}: <description>'")
+    fields: dict[str, str] = {}
+    columns: list[tuple[str, str]] = []
+    in_columns = False
+    for line in lines[1:]:
+        if in_columns and (match := COLUMN.match(line)):
+            columns.append((match[1], match[2]))
+            continue
+        in_columns = False
+        if match := FIELD.match(line):
+            fields[match[1]] = match[2].strip()
+            in_columns = match[1] == "columns"
+    missing = [f for f in ("grain", "key", "reads", "columns") if f not in fields]
+    if missing or not columns:
+        raise HeaderError(f"{path}: the header declares no {', '.join(missing) or 'columns'}")
+    return Table(
+        name,
+        lines[0].split(": ", 1)[1].strip(),
+        names(fields["key"]),
+        "sql",
+        tuple(columns),
+        grain=fields["grain"],
+        reads=names(fields["reads"]),
+        references=tuple(
+            tuple(part.strip() for part in ref.split("->"))  # type: ignore[misc]
+            for ref in names(fields.get("references", ""))
+        ),
+    )
+
+
+def names(text: str) -> tuple[str, ...]:
+    """`a, b, c` as ('a', 'b', 'c')."""
+    return tuple(part.strip() for part in text.split(",") if part.strip())
+
+
 LOCATION = (
     ("source_path", "raw file the record was read from"),
     ("source_sha256", "sha256 of that file version"),
@@ -43,7 +114,7 @@ LOCATION = (
     ("byte_offset", "byte offset of the record (in the decompressed stream for .gz)"),
 )
 
-TABLES: tuple[Table, ...] = (
+DECLARED: tuple[Table, ...] = (
     Table(
         "sources",
         "One row per raw file version read by the run.",
@@ -68,6 +139,7 @@ TABLES: tuple[Table, ...] = (
             ("no_year", "accepted records left without a year"),
             ("warning", "what a user should know about the file"),
         ),
+        grain="one row per raw file version",
     ),
     Table(
         "papers",
@@ -94,6 +166,8 @@ TABLES: tuple[Table, ...] = (
             ("flags", "signs of damage (missing_letter:e, all_lowercase, ...)"),
             ("control_chars_removed", "control and invisible characters removed"),
         ),
+        grain="one row per distinct paper (its content id)",
+        references=(("source_path", "sources"),),
     ),
     Table(
         "paper_sources",
@@ -101,6 +175,8 @@ TABLES: tuple[Table, ...] = (
         ("paper_id", "source_path", "record_no"),
         "ingest",
         (("paper_id", "the paper"), *LOCATION),
+        grain="one row per record that gave a paper",
+        references=(("paper_id", "papers"), ("source_path", "sources"),),
     ),
     Table(
         "rejects",
@@ -113,6 +189,8 @@ TABLES: tuple[Table, ...] = (
             ("reason", "why, in words, with the exception where there was one"),
             ("raw_snippet", "the record's first characters"),
         ),
+        grain="one row per record not accepted",
+        references=(("source_path", "sources"),),
     ),
     Table(
         "embeddings",
@@ -125,158 +203,34 @@ TABLES: tuple[Table, ...] = (
             ("dim", "vector dimension"),
             ("embedding", "the vector (FLOAT[]; view embedding_vectors casts to FLOAT[dim])"),
         ),
+        grain="one row per (paper, model)",
+        references=(("paper_id", "papers"),),
     ),
     Table(
         "paper_topics",
         "The topic of every paper.",
         ("paper_id",),
-        "aggregate",
+        "derive",
         (
             ("paper_id", "the paper"),
             ("topic_id", "its topic"),
             ("distance", "cosine distance to the topic centroid"),
         ),
+        grain="one row per paper",
+        references=(("paper_id", "papers"), ("topic_id", "topics"),),
     ),
     Table(
         "paper_coordinates",
         "Where every paper lies on the map: a 2-D projection (t-SNE) that keeps near papers near.",
         ("paper_id",),
-        "aggregate",
+        "derive",
         (
             ("paper_id", "the paper"),
             ("x", "horizontal place, in [-1, 1]; kept from the last version where it had one"),
             ("y", "vertical place, in [-1, 1]"),
         ),
-    ),
-    Table(
-        "neighbors",
-        "Top-k nearest papers of every paper.",
-        ("paper_id", "neighbor_id"),
-        "sql",
-        (
-            ("paper_id", "the paper"),
-            ("neighbor_id", "a near paper"),
-            ("rank", "1 = nearest"),
-            ("score", "cosine similarity"),
-        ),
-    ),
-    Table(
-        "duplicates",
-        "Near-duplicate pairs of distinct papers.",
-        ("paper_a", "paper_b"),
-        "sql",
-        (
-            ("paper_a", "the pair's smaller id"),
-            ("paper_b", "the pair's larger id"),
-            ("score", "cosine similarity, at or above the threshold"),
-            ("kind", "identical (score >= 0.999) or near"),
-            ("source_a", "file of paper_a"),
-            ("line_a", "line of paper_a"),
-            ("source_b", "file of paper_b"),
-            ("line_b", "line of paper_b"),
-        ),
-    ),
-    Table(
-        "duplicate_groups",
-        "Groups of papers that are near-duplicates of one another (connected pairs).",
-        ("paper_id",),
-        "sql",
-        (
-            ("group_id", "the group: its smallest paper_id"),
-            ("paper_id", "a paper in the group"),
-            ("group_size", "papers in the group (2 or more)"),
-            ("title", "the paper's title"),
-            ("source_path", "file of the paper"),
-            ("line", "line of the paper"),
-        ),
-    ),
-    Table(
-        "topic_terms",
-        "The most distinctive terms of every topic (class-based TF-IDF).",
-        ("topic_id", "term"),
-        "sql",
-        (
-            ("topic_id", "the topic"),
-            ("term", "a term"),
-            ("docs", "papers of the topic using it"),
-            ("df", "papers using it overall"),
-            ("weight", "c-TF-IDF weight"),
-            ("term_rank", "1 = most distinctive"),
-        ),
-    ),
-    Table(
-        "topics",
-        "One row per topic with a readable label.",
-        ("topic_id",),
-        "sql",
-        (
-            ("topic_id", "id, kept across versions where the topic persists"),
-            ("label", "its three most distinctive terms"),
-            ("papers", "papers in it"),
-            ("mean_distance", "mean cosine distance of its papers to the centroid"),
-            ("top_terms", "its terms by rank"),
-            ("centroid", "mean vector"),
-        ),
-    ),
-    Table(
-        "topic_stats",
-        "Papers per topic, venue and year.",
-        ("topic_id", "venue", "year"),
-        "sql",
-        (
-            ("topic_id", "the topic"),
-            ("label", "its label"),
-            ("venue", "venue"),
-            ("year", "year"),
-            ("papers", "papers"),
-        ),
-    ),
-    Table(
-        "mentions",
-        "Benchmarks, datasets, metrics and links named by each paper.",
-        ("paper_id", "kind", "name"),
-        "sql",
-        (
-            ("paper_id", "the paper"),
-            ("kind", "benchmark, dataset, metric, code or review"),
-            ("name", "what is named (or the link)"),
-            ("value", "a number reported with it, if any"),
-            ("context", "the words around it"),
-        ),
-    ),
-    Table(
-        "venue_stats",
-        "Per venue and year: papers, words, code and topics.",
-        ("venue", "year"),
-        "sql",
-        (
-            ("venue", "venue"),
-            ("year", "year"),
-            ("papers", "papers"),
-            ("mean_words", "mean abstract words"),
-            ("min_words", "fewest"),
-            ("max_words", "most"),
-            ("papers_with_code", "papers with a code link"),
-            ("topics", "topics they fall in"),
-        ),
-    ),
-    Table(
-        "source_stats",
-        "Per raw file: records, papers and duplicates.",
-        ("source_path",),
-        "sql",
-        (
-            ("source_path", "the raw file"),
-            ("format", "format read"),
-            ("venue", "its venue"),
-            ("year", "its year"),
-            ("records_seen", "records read"),
-            ("accepted", "accepted"),
-            ("rejected", "rejected"),
-            ("papers", "distinct papers first seen in it"),
-            ("duplicate_records", "records whose paper came first elsewhere"),
-            ("error", "why it could not be read, if so"),
-        ),
+        grain="one row per paper",
+        references=(("paper_id", "papers"),),
     ),
     Table(
         "dq_results",
@@ -298,6 +252,7 @@ TABLES: tuple[Table, ...] = (
             ("observed_value", "what was observed, for table-level checks"),
         ),
         history=True,
+        grain="one row per (run, expectation)",
     ),
     Table(
         "runs",
@@ -339,30 +294,82 @@ TABLES: tuple[Table, ...] = (
             ("stage_seconds", "JSON: stage -> seconds"),
         ),
         history=True,
+        grain="one row per published run",
     ),
 )
-BY_NAME = {table.name: table for table in TABLES}
+
+
+def build_order(sql: list[Table]) -> list[Table]:
+    """The SQL tables in an order where each comes after the tables it reads (ties by name)."""
+    by_name = {t.name: t for t in sql}
+    graph = {t.name: {r for r in t.reads if r in by_name} for t in sql}
+    sorter = TopologicalSorter(graph)
+    sorter.prepare()
+    order: list[str] = []
+    while sorter.is_active():
+        ready = sorted(sorter.get_ready())
+        order += ready
+        sorter.done(*ready)
+    return [by_name[name] for name in order]
+
+
+@functools.cache
+def registry() -> tuple[Table, ...]:
+    """Every table: those built in Python, then the SQL ones in build order, then history."""
+    sql = build_order([parse_header(path) for path in sorted(SQL_DIR.glob("*.sql"))])
+    current = [t for t in DECLARED if not t.history]
+    return (*current, *sql, *(t for t in DECLARED if t.history))
 
 
 def table(name: str) -> Table:
-    return BY_NAME[name]
+    return {t.name: t for t in registry()}[name]
+
+
+def described() -> dict[str, str]:
+    """Each table's one-line description."""
+    return {t.name: t.description for t in registry()}
 
 
 def sql_tables() -> list[str]:
-    """Tables built by sql/<name>.sql, in dependency order."""
-    return [t.name for t in TABLES if t.built_by == "sql"]
+    """Tables built by sql/<name>.sql, in build order."""
+    return [t.name for t in registry() if t.built_by == "sql"]
 
 
-def aggregate_tables() -> list[str]:
-    """Tables the aggregate stage hands on: built in Python or by sql/<name>.sql, in order."""
-    return [t.name for t in TABLES if t.built_by in ("aggregate", "sql")]
+def derived_tables() -> list[str]:
+    """Tables the derive stage hands on: built in Python there or by sql/<name>.sql."""
+    return [t.name for t in registry() if t.built_by in ("derive", "sql")]
 
 
 def keyed_tables() -> dict[str, tuple[str, ...]]:
     """Tables merged by key at publish, with their keys."""
-    return {t.name: t.keys for t in TABLES if not t.history}
+    return {t.name: t.keys for t in registry() if not t.history}
 
 
 def history_tables() -> list[str]:
     """Tables appended to, a row per run."""
-    return [t.name for t in TABLES if t.history]
+    return [t.name for t in registry() if t.history]
+
+
+def reads_any(name: str, inputs: set[str]) -> bool:
+    """Whether the SQL table `name` reads one of `inputs`, itself or through a table it reads."""
+    declared = {t.name: t.reads for t in registry() if t.built_by == "sql"}
+    todo, seen = [name], set()
+    while todo:
+        current = todo.pop()
+        if current in seen:
+            continue
+        seen.add(current)
+        if inputs.intersection(declared.get(current, ())):
+            return True
+        todo += [r for r in declared.get(current, ()) if r in declared]
+    return False
+
+
+def references() -> list[tuple[str, str, str, str]]:
+    """Every declared reference: (table, column, referenced table, its key column)."""
+    found = []
+    for t in registry():
+        for column, target in t.references:
+            (key,) = table(target).keys
+            found.append((t.name, column, target, key))
+    return found

@@ -196,9 +196,9 @@ def failing_rows(
 
 def suite_description(name: str) -> str:
     """The table's one-line description (flows/core/tables.py)."""
-    from flows.core.tables import BY_NAME
+    from flows.core.tables import described
 
-    return BY_NAME[name].description if name in BY_NAME else ""
+    return described().get(name, "")
 
 
 def suite_reports(
