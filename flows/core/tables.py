@@ -55,14 +55,14 @@ COLUMN = re.compile(r"^--   (\w+): (.+)$")
 def parse_header(path: Path) -> Table:
     """The table that sql/<name>.sql declares in its leading comment:
 
-        -- <name>: <description>
-        -- grain: <what one row is>
-        -- key: <column>, <column>
-        -- reads: <table>, <table>
-        -- references: <column> -> <table>, ...   (optional: the column holds that table's key)
-        -- columns:
-        --   <column>: <what it holds>
-        -- <any further lines: prose>
+    -- <name>: <description>
+    -- grain: <what one row is>
+    -- key: <column>, <column>
+    -- reads: <table>, <table>
+    -- references: <column> -> <table>, ...   (optional: the column holds that table's key)
+    -- columns:
+    --   <column>: <what it holds>
+    -- <any further lines: prose>
     """
     lines = []
     for line in path.read_text().splitlines():
@@ -176,7 +176,10 @@ DECLARED: tuple[Table, ...] = (
         "ingest",
         (("paper_id", "the paper"), *LOCATION),
         grain="one row per record that gave a paper",
-        references=(("paper_id", "papers"), ("source_path", "sources"),),
+        references=(
+            ("paper_id", "papers"),
+            ("source_path", "sources"),
+        ),
     ),
     Table(
         "rejects",
@@ -217,7 +220,10 @@ DECLARED: tuple[Table, ...] = (
             ("distance", "cosine distance to the topic centroid"),
         ),
         grain="one row per paper",
-        references=(("paper_id", "papers"), ("topic_id", "topics"),),
+        references=(
+            ("paper_id", "papers"),
+            ("topic_id", "topics"),
+        ),
     ),
     Table(
         "paper_coordinates",
