@@ -200,7 +200,7 @@ def test_flow_run_leaves_summary_and_data_quality_artifacts(sample_run):
     from prefect.client.orchestration import get_client
     from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterKey
 
-    from flows.serve.prefect_server import slug
+    from flows.core.run_record import slug
 
     key = slug(sample_run.settings.warehouse)
     assert key and set(key) <= set("abcdefghijklmnopqrstuvwxyz0123456789-")

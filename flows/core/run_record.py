@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import logging
 import platform
+import re
 import uuid
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -18,7 +19,6 @@ from pathlib import Path
 import polars as pl
 
 from flows.core.settings import Settings, package_version
-from flows.serve.prefect_server import slug
 
 PACKAGES = (
     "paperlake",
@@ -140,6 +140,12 @@ def report_artifacts(summary: RunSummary, dq: pl.DataFrame | None) -> None:
             "suite", "expectation", "column_name", "severity", "success", "unexpected_count"
         ).to_dicts()
         create_table_artifact(rows, key=f"paperlake-data-quality-{key}", description="expectations")
+
+
+def slug(path: Path) -> str:
+    """An artifact-key-safe name for a warehouse: lower-case letters, digits and dashes."""
+    text = re.sub(r"[^a-z0-9]+", "-", str(path.resolve()).lower()).strip("-")
+    return text[-48:].lstrip("-") or "warehouse"
 
 
 def new_summary(settings: Settings) -> RunSummary:

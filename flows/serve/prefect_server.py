@@ -15,7 +15,6 @@ import asyncio
 import inspect
 import logging
 import os
-import re
 import shutil
 import socket
 import subprocess
@@ -309,8 +308,3 @@ def persistent_api(settings: Settings, port: int) -> Iterator[tuple[str, str | N
     finally:
         server.stop()
 
-
-def slug(path: Path) -> str:
-    """An artifact-key-safe name for a warehouse: lower-case letters, digits and dashes."""
-    text = re.sub(r"[^a-z0-9]+", "-", str(path.resolve()).lower()).strip("-")
-    return text[-48:].lstrip("-") or "warehouse"
