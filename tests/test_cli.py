@@ -392,3 +392,24 @@ def test_diff_as_csv_is_one_table_naming_each_row_s_list(sample_run):
         ("groups", "ICLR 2026", "38", "0")
     ]
     assert {r["list"] for r in rows} == {"groups"}
+
+
+def test_search_at_80_columns_shows_rank_title_score_venue_and_year_first(sample_run):
+    """Hits are printed in order of importance: a narrow terminal (or a pipe at COLUMNS=80)
+    drops ids and links, never the score, venue or year."""
+    result = invoke(
+        "search", "diffusion language model decoding", "-k", "3", "-w",
+        sample_run.settings.warehouse, env={"COLUMNS": "80"},
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    lines = result.stdout.splitlines()
+    header = [cell.strip() for cell in lines[1].strip("│").split("│")]
+    assert header == ["rank", "title", "score", "venue", "year", "…"]
+    assert max(map(len, lines[:-1])) <= 80
+    assert lines[-1] == "3 rows  10 columns (5 shown)"
+    assert all("ICLR" in line and "2026" in line for line in lines[4:7])
+
+
+def test_a_table_by_importance_keeps_its_first_columns(capsys):
+    narrow = printed(capsys, TINY, width=40, by_importance=True).splitlines()
+    assert [c.strip() for c in narrow[1].strip("│").split("│")] == ["id", "title", "…"]

@@ -170,22 +170,22 @@ def print_hits(hits: pl.DataFrame, fmt: Format, max_rows: int) -> None:
     authors = pl.col("authors").list.head(TABLE_AUTHORS).list.join(", ") + pl.when(
         pl.col("authors").list.len() > TABLE_AUTHORS
     ).then(pl.lit(" et al.")).otherwise(pl.lit(""))
-    # A narrow terminal keeps the columns at both ends: rank, title, score, link, paper_id.
+    # In order of importance: a narrow terminal keeps the first columns.
     view = hits.select(
         "rank",
         title=pl.when(pl.col("title").is_null() | (pl.col("title") == ""))
         .then(start)
         .otherwise(pl.col("title")),
         score="score",
-        bm25="bm25",
         venue="venue",
         year="year",
         topic="topic",
+        bm25="bm25",
         authors=authors,
         paper_id="paper_id",
         link="link",
     )
-    print_frame(view, fmt, max_rows)
+    print_frame(view, fmt, max_rows, by_importance=True)
 
 
 @setting_options("warehouse", "catalog", "data_path")

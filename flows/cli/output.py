@@ -64,6 +64,7 @@ def print_frame(
     max_rows: int = MAX_ROWS,
     title: str | None = None,
     width: int | None = None,
+    by_importance: bool = False,
 ) -> None:
     """Print rows in a format: a table shortened to `width`, or every row as text.
 
@@ -71,10 +72,13 @@ def print_frame(
         max_rows: rows a table shows at most, half from the start and half from the end;
             0 shows every row.
         width: the table's width (default: the terminal's).
+        by_importance: the columns are in order of importance: a narrow table keeps the
+            first ones (else it keeps both ends, as duckdb's CLI does).
     """
     frame = with_infinite_as_text(frame)
     if fmt == Format.table:
-        out.print(table(frame, width or terminal_width(), max_rows, title), highlight=False)
+        box = table(frame, width or terminal_width(), max_rows, title, by_importance)
+        out.print(box, highlight=False)
     else:
         sys.stdout.write(as_text(frame, fmt))
 
@@ -173,13 +177,13 @@ def type_name(dtype: Any) -> str:
     return dtype.base_type().__name__.lower()
 
 
-def fit(natural: list[int], width: int) -> tuple[list[int], list[int]]:
+def fit(natural: list[int], width: int, by_importance: bool = False) -> tuple[list[int], list[int]]:
     """Which columns a table of `width` shows, and how wide each is.
 
     As duckdb's CLI: each column is cut to COLUMN_WIDTH; if they do not all fit, columns
-    are kept from both ends towards the middle while they fit beside one column marking
-    the left-out ones. Room to spare widens the cut columns, evenly, up to their natural
-    width.
+    are kept from both ends towards the middle (or from the first, `by_importance`) while
+    they fit beside one column marking the left-out ones. Room to spare widens the cut
+    columns, evenly, up to their natural width.
 
     Args:
         natural: each column's width uncut (widest of header and shown values).
@@ -196,6 +200,8 @@ def fit(natural: list[int], width: int) -> tuple[list[int], list[int]]:
     shown = list(range(len(natural)))
     if needed(cut, False) > width:
         ends = [i for pair in zip(shown, reversed(shown), strict=True) for i in pair]
+        if by_importance:
+            ends = shown
         kept: list[int] = []
         for i in dict.fromkeys(ends):
             if needed((cut[j] for j in [*kept, i]), True) > width:
@@ -215,7 +221,11 @@ def fit(natural: list[int], width: int) -> tuple[list[int], list[int]]:
 
 
 def table(
-    frame: pl.DataFrame, width: int, max_rows: int = MAX_ROWS, title: str | None = None
+    frame: pl.DataFrame,
+    width: int,
+    max_rows: int = MAX_ROWS,
+    title: str | None = None,
+    by_importance: bool = False,
 ) -> Group:
     """`frame` as a box no wider than `width`, with a line saying what was left out."""
     if not frame.width:
@@ -232,7 +242,7 @@ def table(
         max([cell_len(name), cell_len(kind)] + [cell_len(r[i]) for r in cells if r is not None])
         for i, (name, kind) in enumerate(zip(names, types, strict=True))
     ]
-    shown, widths = fit(natural, width)
+    shown, widths = fit(natural, width, by_importance)
     gap = next((k + 1 for k in range(len(shown) - 1) if shown[k + 1] != shown[k] + 1), None)
     if len(shown) < frame.width and gap is None:
         gap = len(shown)  # only the first column fits

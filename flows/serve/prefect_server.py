@@ -307,4 +307,3 @@ def persistent_api(settings: Settings, port: int) -> Iterator[tuple[str, str | N
                 drain_to_api()
     finally:
         server.stop()
-
