@@ -413,3 +413,13 @@ def test_search_at_80_columns_shows_rank_title_score_venue_and_year_first(sample
 def test_a_table_by_importance_keeps_its_first_columns(capsys):
     narrow = printed(capsys, TINY, width=40, by_importance=True).splitlines()
     assert [c.strip() for c in narrow[1].strip("│").split("│")] == ["id", "title", "…"]
+
+
+def test_a_daily_schedule_names_the_dates_of_its_next_runs():
+    from flows.cli.run import schedule_text
+
+    text = schedule_text("0 6 * * *", None)
+    dates = re.findall(r"(\d{4}-\d{2}-\d{2}) 06:00:00", text)
+    assert text.startswith("cron '0 6 * * *'; next runs at about ") and text.endswith(" UTC")
+    assert len(dates) == 3 and len(set(dates)) == 3
+    assert schedule_text(None, None) == "no schedule: runs from the UI and from paperlake run"

@@ -249,6 +249,17 @@ def print_summary(summary) -> None:
         out.print(line)
 
 
+def schedule_text(cron: str | None, interval: int | None) -> str:
+    """The schedule `serve` runs on, with its next three runs dated (UTC)."""
+    from flows.serve.prefect_server import next_run_times
+
+    if not (cron or interval):
+        return "no schedule: runs from the UI and from paperlake run"
+    when = ", ".join(t.strftime("%Y-%m-%d %H:%M:%S") for t in next_run_times(cron, interval))
+    every = f"cron {cron!r}" if cron else f"every {interval} s"
+    return f"{every}; next runs at about {when} UTC"
+
+
 @stops_within("the schedule and the Prefect server it started")
 @setting_options("raw", "warehouse", "catalog", "data_path", "cluster")
 def serve(
@@ -297,7 +308,7 @@ def serve(
 
     from flows.core.settings import collector_paused
     from flows.pipeline import flow_for, run_handed_over, warm_up
-    from flows.serve.prefect_server import ServerError, next_run_times, persistent_api, port_in_use
+    from flows.serve.prefect_server import ServerError, persistent_api, port_in_use
     from flows.serve.warm_runner import WarmRunner
     from flows.validate import DocsWorker
 
@@ -316,12 +327,7 @@ def serve(
             out.print(f"Prefect API: {api_url}", highlight=False)
             if ui_url:
                 out.print(f"Prefect UI: {ui_url}  (runs, logs and artifacts)", highlight=False)
-            if cron or interval:
-                when = ", ".join(t.strftime("%H:%M:%S") for t in next_run_times(cron, interval))
-                every = f"cron {cron!r}" if cron else f"every {interval} s"
-                schedule = f"{every}; next runs at about {when} UTC"
-            else:
-                schedule = "no schedule: runs from the UI and from paperlake run"
+            schedule = schedule_text(cron, interval)
             # The Data Docs of handed-over runs are built in a worker process, which
             # imports Great Expectations while this one warms up.
             with DocsWorker.serving(settings.warehouse / "gx") as docs:

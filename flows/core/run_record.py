@@ -115,6 +115,27 @@ def report_artifacts(summary: RunSummary, dq: pl.DataFrame | None) -> None:
     if FlowRunContext.get() is None:
         return
     key = slug(Path(summary.warehouse))
+    lines = summary_lines(summary)
+    create_markdown_artifact(
+        "\n".join(lines), key=f"paperlake-run-summary-{key}", description="paperlake run summary"
+    )
+    if dq is not None and dq.height:
+        rows = dq.select(
+            "suite", "expectation", "column_name", "severity", "success", "unexpected_count"
+        ).to_dicts()
+        create_table_artifact(rows, key=f"paperlake-data-quality-{key}", description="expectations")
+
+
+def summary_lines(summary: RunSummary) -> list[str]:
+    """The run's summary in markdown, as its Prefect artifact shows it."""
+    if summary.status == "up to date":
+        return [
+            f"# paperlake run {summary.run_id[:8]}: up to date at version {summary.version}",
+            "",
+            f"- warehouse: {summary.warehouse}",
+            f"- raw files and settings unchanged since version {summary.version}: nothing"
+            " read again, nothing published",
+        ]
     lines = [
         f"# paperlake run {summary.run_id[:8]}: {summary.status}",
         "",
@@ -132,14 +153,7 @@ def report_artifacts(summary: RunSummary, dq: pl.DataFrame | None) -> None:
     lines += [f"- skipped file: {e}" for e in summary.file_errors]
     lines += [f"- file warning: {w}" for w in summary.file_warnings]
     lines += [f"- data-quality page: {summary.dq_page}"] if summary.dq_page else []
-    create_markdown_artifact(
-        "\n".join(lines), key=f"paperlake-run-summary-{key}", description="paperlake run summary"
-    )
-    if dq is not None and dq.height:
-        rows = dq.select(
-            "suite", "expectation", "column_name", "severity", "success", "unexpected_count"
-        ).to_dicts()
-        create_table_artifact(rows, key=f"paperlake-data-quality-{key}", description="expectations")
+    return lines
 
 
 def slug(path: Path) -> str:
