@@ -339,7 +339,7 @@ def change_since(settings: Settings, previous: int, version: int) -> Change:
     near-duplicate changes."""
     from flows.publish import history
 
-    diff = history.diff(settings, previous, version)
+    diff = history.diff_versions(settings, previous, version)
     counts = diff.counts()
     groups = diff.groups.filter(pl.col("delta") != 0).to_dicts()
     return Change(
@@ -370,7 +370,7 @@ def build(settings: Settings, version: int | None = None) -> Figures:
     earlier = [v for v in published if v < version]
     if earlier:
         figures.previous = earlier[-1]
-        # history.diff opens its own connection, so this one is closed first.
+        # history.diff_versions opens its own connection, so this one is closed first.
         figures.change = change_since(settings, earlier[-1], version)
     return figures
 
