@@ -23,7 +23,7 @@ from flows.pipeline import paperlake
 from flows.publish import PublishedRows, history
 from flows.publish import plan as publish_plan
 from flows.publish.compaction import live_files
-from flows.read.search import dense_search
+from flows.read import dense_search
 from tests.conftest import SAMPLE_RAW, write
 
 NEW_ABSTRACTS = [
