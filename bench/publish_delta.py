@@ -27,7 +27,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from flows import publish as publish_module  # noqa: E402
 from flows.core.lake import LAKE, attach, connect  # noqa: E402
 from flows.core.settings import Settings  # noqa: E402
-from flows.publish.history import checksums  # noqa: E402
+from flows.publish import checksums  # noqa: E402
 
 DIM = 384
 STAGE = publish_module.STAGE

@@ -24,7 +24,13 @@ sys.path.insert(0, str(ROOT))
 from flows import embed  # noqa: E402
 from flows.core.lake import connect  # noqa: E402
 from flows.ingest import clean_text  # noqa: E402
-from flows.read import search, search_index  # noqa: E402
+from flows.read import (  # noqa: E402
+    CANDIDATES,
+    build_keyword_index,
+    dense_ranking,
+    fuse,
+    keyword_ranking,
+)
 
 DEFAULT_CSV = ROOT.parent / "shared" / "corpora" / "openreview" / "ICLR17_submissions.csv"
 
@@ -73,15 +79,15 @@ def main() -> None:
     )
     con.register("vectors", table)
     con.execute("create table embeddings as select * from vectors")
-    pool = search.CANDIDATES
+    pool = CANDIDATES
     with tempfile.TemporaryDirectory() as tmp:
-        index = search_index.build_keyword_index(con, Path(tmp) / "index.duckdb")
+        index = build_keyword_index(con, Path(tmp) / "index.duckdb")
         start = time.perf_counter()
-        dense = [search.dense_ranking(con, q, pool) for q in queries]
-        keyword = search.keyword_ranking(con, index, titles, pool)
+        dense = [dense_ranking(con, q, pool) for q in queries]
+        keyword = keyword_ranking(con, index, titles, pool)
         pairs = list(zip(dense, keyword, strict=True))
-        hybrid = [search.fuse([d, kw], pool, "score") for d, kw in pairs]
-        hybrid_rrf = [search.fuse([d, kw], pool, "rrf") for d, kw in pairs]
+        hybrid = [fuse([d, kw], pool, "score") for d, kw in pairs]
+        hybrid_rrf = [fuse([d, kw], pool, "rrf") for d, kw in pairs]
         search_seconds = time.perf_counter() - start
 
     scores = {

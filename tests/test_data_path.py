@@ -18,6 +18,7 @@ from flows.core.lake import LAKE, attach, connect
 from flows.core.settings import Settings
 from flows.pipeline import paperlake
 from flows.publish import history
+from flows.publish.stage import start_writing
 from tests.conftest import write
 
 
@@ -108,13 +109,13 @@ def test_a_writer_deletes_only_the_unrecorded_files_a_killed_writer_of_its_own_l
     # Nothing says a writer died: an unrecorded file stays, whatever its age.
     con = connect(extensions=())
     attach(con, victim, create=True)
-    publish.start_writing(con, victim)
+    start_writing(con, victim)
     assert foreign.exists()
     data_path.end_writing(con, LAKE, victim)
     assert not (folder / data_path.WRITING).exists()
 
     # A writer began and was killed before its commit: it left a file of its own.
-    publish.start_writing(con, victim)
+    start_writing(con, victim)
     left = write(folder / "main" / "papers" / "ducklake-left.parquet", b"a killed run's")
     assert data_path.begin_writing(con, LAKE, victim) == 1
     assert foreign.exists() and not left.exists()

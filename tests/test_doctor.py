@@ -88,7 +88,7 @@ def test_a_missing_data_file_is_named_then_mended_by_doctor(prefect_server, copy
     assert f"{lost.name} is missing: run `paperlake doctor`" in " ".join(forced.stderr.split())
     assert "Traceback" not in forced.stderr + forced.stdout
 
-    up = doctor.check(copy)
+    up = doctor.check_warehouse(copy)
     assert [(f.kind, f.table, f.versions, f.problem) for f in up.findings] == [
         ("data file", "topics", (1,), "missing")
     ]
@@ -116,7 +116,7 @@ def test_doctor_finds_damaged_caches_and_repair_drops_them(copy):
     garble(part, 100, 64)
     leftover = copy.warehouse / "cache" / "embeddings" / "x.123.tmp"
     leftover.write_text("a killed run's")
-    up = doctor.check(copy)
+    up = doctor.check_warehouse(copy)
     assert sorted((f.kind, f.path) for f in up.findings) == [
         ("cache", str(part)),
         ("leftover", str(leftover)),
@@ -124,7 +124,7 @@ def test_doctor_finds_damaged_caches_and_repair_drops_them(copy):
     shown = CliRunner().invoke(app, ["doctor", "--repair", "-w", str(copy.warehouse)])
     assert shown.exit_code == 0, shown.output
     assert not part.exists() and not leftover.exists()
-    assert doctor.check(copy).findings == []
+    assert doctor.check_warehouse(copy).findings == []
     healthy = CliRunner().invoke(app, ["doctor", "-w", str(copy.warehouse)])
     assert healthy.exit_code == 0 and "healthy: the catalog," in said(healthy)
 

@@ -155,7 +155,7 @@ def test_cli_dq_json_gives_one_object_per_expectation_result(warned_run, capsys)
 
 
 def test_papers_version_2_added_are_named_in_diff_and_report(warned_run, tmp_path):
-    from flows.read.report import write_report
+    from flows.read import write_report
 
     warehouse = str(warned_run.settings.warehouse)
     titles = sorted(r["title"] for r in WARNED)

@@ -18,7 +18,7 @@ from fastapi.testclient import TestClient
 
 from flows.core.lake import WarehouseError, open_lake
 from flows.core.settings import PROJECT_ROOT, Settings
-from flows.read import search
+from flows.read import search_papers
 from flows.serve.explorer import Explorer
 from flows.serve.explorer_app import create_app
 from tests.conftest import SAMPLE_RAW
@@ -123,7 +123,7 @@ SAME = ("paper_id", "score", "bm25", "all_words", "good_match", "no_good_match",
 
 def test_warm_search_answers_as_search_does_and_needs_no_catalog(lake):
     """The explorer's held copy of a version (flows/read/search.py's Corpus) gives the hits
-    that flows.read.search.search gives on the catalog, and keeps answering once the catalog
+    that flows.read.search_papers gives on the catalog, and keeps answering once the catalog
     is let go."""
     settings, ids = lake
     explorer = Explorer(settings)
@@ -142,7 +142,7 @@ def test_warm_search_answers_as_search_does_and_needs_no_catalog(lake):
                     ("language models", {"k": 50, "topic": topic}),
                 ]
                 expected = {
-                    (text, str(options)): search.search(con, text, settings, **options)
+                    (text, str(options)): search_papers(con, text, settings, **options)
                     for text, options in cases
                 }
             explorer.hold(version)

@@ -20,9 +20,10 @@ from flows.core.lake import open_lake, published_versions
 from flows.core.locks import run_lock
 from flows.core.settings import Settings
 from flows.pipeline import paperlake
-from flows.publish import history
-from flows.publish.published import PublishedRows
-from flows.read.search import dense_search
+from flows.publish import PublishedRows, history
+from flows.publish import plan as publish_plan
+from flows.publish.compaction import live_files
+from flows.read import dense_search
 from tests.conftest import SAMPLE_RAW, write
 
 NEW_ABSTRACTS = [
@@ -91,7 +92,7 @@ def test_unchanged_new_and_edited_inputs(prefect_server, raw_copy, tmp_path):
     second = paperlake(raw=[str(raw_copy)], warehouse=str(warehouse))
     assert (second.version, second.embedded, second.embeddings_reused) == (2, 5, 38)
     assert second.files_parsed == 1
-    change = history.diff(settings, 1, 2)
+    change = history.diff_versions(settings, 1, 2)
     assert change.counts() == {"added": 5, "removed": 0, "changed": 0}
     venue = change.groups.filter(change.groups["dimension"] == "venue").row(0, named=True)
     assert (venue["papers_a"], venue["papers_b"], venue["delta"]) == (38, 43, 5)
@@ -108,7 +109,7 @@ def test_unchanged_new_and_edited_inputs(prefect_server, raw_copy, tmp_path):
     dump.write_text(dump.read_text().replace("twelve points", "fifteen points"))
     third = paperlake(raw=[str(raw_copy)], warehouse=str(warehouse))
     assert (third.version, third.embedded) == (3, 1)
-    change = history.diff(settings, 2, 3)
+    change = history.diff_versions(settings, 2, 3)
     assert change.counts() == {"added": 0, "removed": 0, "changed": 1}
     sql = "select abstract from papers where abstract like '%closed-book%'"
     for version, words in ((2, "twelve"), (3, "fifteen")):
@@ -124,7 +125,7 @@ def test_unchanged_new_and_edited_inputs(prefect_server, raw_copy, tmp_path):
     (raw_copy / "003_1f2bd0aed823d1af.txt").unlink()
     fourth = paperlake(raw=[str(raw_copy)], warehouse=str(warehouse))
     assert fourth.version == 4 and fourth.papers == 24
-    change = history.diff(settings, 3, 4)
+    change = history.diff_versions(settings, 3, 4)
     assert change.counts() == {"added": 0, "removed": 19, "changed": 0}
     with open_lake(settings, 3) as con:
         assert con.execute("select count(*) from papers").fetchone() == (43,)
@@ -152,10 +153,10 @@ def test_unchanged_new_and_edited_inputs(prefect_server, raw_copy, tmp_path):
     fifth = paperlake(raw=[str(raw_copy)], warehouse=str(warehouse), compact_every=1)
     assert fifth.status == "published" and (fifth.embedded, fifth.papers) == (1, 25)
     with open_lake(settings) as con:
-        assert set(publish.live_files(con).values()) <= {0, 1}
+        assert set(live_files(con).values()) <= {0, 1}
     compacted = cache.read_record(settings.cache_path / "published" / "compacted.json")
     assert compacted["version"] == fifth.version
-    assert history.diff(settings, 4, fifth.version).counts() == {
+    assert history.diff_versions(settings, 4, fifth.version).counts() == {
         "added": 1,
         "removed": 0,
         "changed": 0,
@@ -262,13 +263,13 @@ def test_a_publish_planned_from_kept_row_hashes_publishes_what_one_planned_from_
     compared = Settings(warehouse=tmp_path / "compared")
     plans = ((hashed, 0), (compared, 10**12))  # HASHED_PLAN_ROWS
     planned_from_hashes = []
-    plan_from_hashes = publish.plan_from_hashes
+    plan_from_hashes = publish_plan.plan_from_hashes
 
     def counted(con, frames, *args, **kwargs):
         planned_from_hashes.append(sorted(frames))
         return plan_from_hashes(con, frames, *args, **kwargs)
 
-    monkeypatch.setattr(publish, "plan_from_hashes", counted)
+    monkeypatch.setattr(publish_plan, "plan_from_hashes", counted)
     prepare, prepared = publish.prepare, []
 
     def kept_plans(*args, **kwargs):

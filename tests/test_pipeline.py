@@ -12,7 +12,7 @@ from flows.cli import app
 from flows.core.lake import open_lake, published_versions
 from flows.core.settings import Settings
 from flows.pipeline import paperlake
-from flows.read.search import dense_search
+from flows.read import dense_search
 from flows.validate import DataQualityError
 from tests.conftest import SAMPLE_RAW, write
 

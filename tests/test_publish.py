@@ -10,14 +10,9 @@ import pytest
 from flows.core.lake import LAKE, attach, connect
 from flows.core.settings import Settings
 from flows.core.tables import keyed_tables
-from flows.publish import (
-    STAGE,
-    apply_changes,
-    plan_changes,
-    plan_from_hashes,
-    row_hashes,
-)
-from flows.publish.published import PublishedRows
+from flows.publish import STAGE, PublishedRows, plan_changes, row_hashes
+from flows.publish.plan import plan_from_hashes
+from flows.publish.snapshot import apply_changes
 
 TABLE_KEYS = keyed_tables()
 
@@ -156,11 +151,12 @@ def test_the_next_run_of_a_process_takes_what_it_published_until_the_catalog_cha
     import numpy as np
 
     from flows import publish
+    from flows.publish.previous import read_previous
 
     settings = sample_run.settings
     kept = publish.previous_version(settings)
     assert publish.previous_version(settings) is kept  # not read again
-    read = publish.read_previous(settings)
+    read = read_previous(settings)
     assert read is not kept
     assert (kept.version, kept.fingerprint) == (read.version, read.fingerprint)
     assert kept.version == sample_run.summary.version
@@ -211,7 +207,7 @@ def test_kept_row_hashes_serve_only_the_snapshot_that_wrote_them(con, tmp_path):
 def test_a_table_digest_ignores_row_order_and_sees_any_change_of_rows_or_types():
     import polars as pl
 
-    from flows.publish.published import table_digest
+    from flows.publish import table_digest
 
     frame = pl.DataFrame({"id": [1, 2, 3], "label": ["a", "b", None], "terms": [["x"], [], ["y"]]})
     assert table_digest(frame) == table_digest(frame.reverse())
@@ -363,15 +359,16 @@ def test_a_plan_that_fails_rolls_back_and_leaves_the_catalog_detached(tmp_path, 
     import polars as pl
 
     from flows import publish
+    from flows.publish import plan
 
     settings = Settings(warehouse=tmp_path / "warehouse")
     con = connect(extensions=("ducklake",))
     attach(con, settings, create=True)
     con.execute(f"create table {LAKE}.main.papers (paper_id varchar, title varchar)")
     publish.detach(con)
-    monkeypatch.setattr(publish, "TABLE_KEYS", {"papers": ("paper_id",)})
+    monkeypatch.setattr(plan, "TABLE_KEYS", {"papers": ("paper_id",)})
     monkeypatch.setattr(
-        publish,
+        plan,
         "merge_script",
         lambda *args: f"create table {STAGE}.half as select 1; select * from no_such_table",
     )

@@ -48,14 +48,14 @@ def test_query_vectors_match_sentence_transformers_on_the_sample(sample_run):
 
 SEARCH_IN_A_FRESH_PROCESS = """
 import json, sys
-from flows.read import search
+from flows.read import search_papers
 from flows.core.lake import open_lake
 from flows.core.settings import Settings
 
 settings = Settings(warehouse=sys.argv[1])
 with open_lake(settings) as con:
-    hits = search.search(con, "speculative decoding", settings, k=3)
-    again = search.search(con, "sparse attention", settings, k=3, mode="dense")
+    hits = search_papers(con, "speculative decoding", settings, k=3)
+    again = search_papers(con, "sparse attention", settings, k=3, mode="dense")
 loaded = sorted(
     name for name in sys.modules
     if name.split(".")[0] in ("torch", "sentence_transformers", "transformers")

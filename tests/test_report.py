@@ -14,16 +14,10 @@ from typer.testing import CliRunner
 from flows.cli import app
 from flows.core.lake import open_lake
 from flows.core.palette import topic_colour
-from flows.read.report import (
-    MAP_PAD,
-    Change,
-    gather,
-    length_histogram,
-    project_2d,
-    render,
-    short_label,
-    write_report,
-)
+from flows.read import write_report
+from flows.read.figures import Change, gather, length_histogram
+from flows.read.paper_map import MAP_PAD, project_2d, short_label
+from flows.read.report import render
 from tests.conftest import open_offline
 
 runner = CliRunner()

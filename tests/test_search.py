@@ -10,31 +10,33 @@ import numpy as np
 import polars as pl
 import pytest
 
+from flows import read
 from flows.core.lake import connect, open_lake
 from flows.core.settings import SQL_DIR
-from flows.read import search, search_index
+from flows.read import hits as read_hits
+from flows.read import ranking, search_index
 
 
 def test_fusion_methods_on_explicit_lists():
     dense = [("a", 0.9), ("b", 0.5), ("c", 0.1)]
     keyword = [("b", 12.0), ("d", 6.0), ("a", 2.0)]
     # Scaled scores: a = 1 + 0, b = 0.5 + 1, c = 0, d = 0.4.
-    assert search.fuse([dense, keyword], 10, "score") == [
+    assert read.fuse([dense, keyword], 10, "score") == [
         ("b", 1.5), ("a", 1.0), ("d", 0.4), ("c", 0.0)
     ]  # fmt: skip
-    rrf = dict(search.fuse([dense, keyword], 10, "rrf"))
+    rrf = dict(read.fuse([dense, keyword], 10, "rrf"))
     assert rrf["a"] == pytest.approx(1 / 61 + 1 / 63)
     assert rrf["b"] == pytest.approx(1 / 62 + 1 / 61)
-    assert search.fuse([dense, keyword], 2, "rrf")[0][0] == "b"
+    assert read.fuse([dense, keyword], 2, "rrf")[0][0] == "b"
     with pytest.raises(ValueError, match="fusion must be one of score, rrf"):
-        search.fuse([dense], 3, "max")
+        read.fuse([dense], 3, "max")
 
 
 def test_best_keeps_the_k_highest_ties_by_id():
     scores = np.array([0.5, 0.9, 0.5, 0.1, 0.5])
     ids = ["e", "a", "c", "b", "d"]
-    assert search.best(scores, ids, 3) == [("a", 0.9), ("c", 0.5), ("d", 0.5)]
-    assert search.best(scores, ids, 10) == [
+    assert ranking.best(scores, ids, 3) == [("a", 0.9), ("c", 0.5), ("d", 0.5)]
+    assert ranking.best(scores, ids, 10) == [
         ("a", 0.9), ("c", 0.5), ("d", 0.5), ("e", 0.5), ("b", 0.1)
     ]  # fmt: skip
 
@@ -49,29 +51,31 @@ def test_filters_ignore_case_and_take_a_topic_id_or_label_words():
             "topic": ["speculative decoding, drafts", "graphs, molecules", None],
         }
     )
-    assert search.filtered(facets) is None
-    assert search.filtered(facets, venue="Iclr") == ["p", "q"]
-    assert search.filtered(facets, year=2026) == ["p", "r"]
-    assert search.filtered(facets, topic=1) == ["p"]  # not 12
-    assert search.filtered(facets, topic=" DECODING ") == ["p"]
-    assert search.filtered(facets, venue="iclr", year=2025, topic="12") == ["q"]
-    assert search.filtered(facets, topic="no such topic") == []
+    assert ranking.filtered(facets) is None
+    assert ranking.filtered(facets, venue="Iclr") == ["p", "q"]
+    assert ranking.filtered(facets, year=2026) == ["p", "r"]
+    assert ranking.filtered(facets, topic=1) == ["p"]  # not 12
+    assert ranking.filtered(facets, topic=" DECODING ") == ["p"]
+    assert ranking.filtered(facets, venue="iclr", year=2025, topic="12") == ["q"]
+    assert ranking.filtered(facets, topic="no such topic") == []
 
 
 def test_modes_find_the_right_abstracts(sample_run):
     settings = sample_run.settings
     with open_lake(settings) as con:
-        neon = search.search(
+        neon = read.search_papers(
             con, "anti-alignment of synthetic data gradients in self-training", settings
         )
         assert neon["abstract"][0].startswith("Scaling generative AI models")
         assert "Neon" in neon["abstract"][0]
         for mode in ("dense", "keyword", "hybrid"):
-            hits = search.search(con, "diffusion language model decoding", settings, k=3, mode=mode)
-            assert hits.columns == list(search.HITS_SCHEMA)
+            hits = read.search_papers(
+                con, "diffusion language model decoding", settings, k=3, mode=mode
+            )
+            assert hits.columns == list(read_hits.HITS_SCHEMA)
             assert hits["rank"].to_list() == [1, 2, 3]
             assert any("Prophet" in a for a in hits["abstract"]), mode
-        keyword = search.search(con, "SparseD sparse attention", settings, k=1, mode="keyword")
+        keyword = read.search_papers(con, "SparseD sparse attention", settings, k=1, mode="keyword")
         assert "SparseD" in keyword["abstract"][0]
         assert search_index.index_path(settings, 1).exists()  # built once, reused afterwards
 
@@ -79,18 +83,20 @@ def test_modes_find_the_right_abstracts(sample_run):
 def test_filters_and_similar(sample_run):
     settings = sample_run.settings
     with open_lake(settings) as con:
-        assert search.search(con, "decoding", settings, venue="NeurIPS").height == 0
-        assert search.search(con, "decoding", settings, k=5, venue="iclr", year=2026).height == 5
-        first = search.search(con, "speculative sampling drafts", settings, k=1, mode="dense")
+        assert read.search_papers(con, "decoding", settings, venue="NeurIPS").height == 0
+        assert (
+            read.search_papers(con, "decoding", settings, k=5, venue="iclr", year=2026).height == 5
+        )
+        first = read.search_papers(con, "speculative sampling drafts", settings, k=1, mode="dense")
         paper = first["paper_id"][0]
-        close = search.similar(con, paper, k=3)
+        close = read.similar_papers(con, paper, k=3)
         assert close.height == 3 and paper not in close["paper_id"].to_list()
         neighbors = con.execute(
             "select neighbor_id from neighbors where paper_id = ? order by rank limit 3", [paper]
         ).fetchall()
         assert close["paper_id"].to_list() == [n[0] for n in neighbors]
         with pytest.raises(ValueError, match="no paper nope in this version"):
-            search.similar(con, "nope")
+            read.similar_papers(con, "nope")
 
 
 def test_every_paper_has_a_topic_with_a_readable_label(sample_run):
@@ -171,7 +177,7 @@ def tiny_papers() -> duckdb.DuckDBPyConnection:
 def test_hits_carry_links_topic_and_both_scores():
     con = tiny_papers()
     ranked = [(p, 0.0) for p in ("doi", "arxiv", "old-arxiv", "forum", "pmid", "plain")]
-    hits = search.hits(
+    hits = read_hits.hits(
         con, ranked, query=np.array([1.0, 0.0], dtype=np.float32), bm25={"forum": 3.5},
         all_words={"forum"},
     )  # fmt: skip
@@ -193,43 +199,43 @@ def test_hits_carry_links_topic_and_both_scores():
     assert hits["all_words"].to_list() == [False, False, False, True, False, False]
     assert hits["good_match"].to_list() == [True] + [True] * 5
     assert hits["no_good_match"].to_list() == [False] * 6
-    strict = search.hits(con, ranked, query=np.array([1.0, 0.0]), all_words={"forum"},
+    strict = read_hits.hits(con, ranked, query=np.array([1.0, 0.0]), all_words={"forum"},
                          min_cosine=0.7, min_cosine_words=0.6)  # fmt: skip
     assert strict["good_match"].to_list() == [True, False, False, True, False, False]
-    weak = search.hits(con, ranked[1:3], query=np.array([1.0, 0.0]), min_cosine=0.7)
+    weak = read_hits.hits(con, ranked[1:3], query=np.array([1.0, 0.0]), min_cosine=0.7)
     assert weak["no_good_match"].to_list() == [True, True]
-    only_venue = search.hits(con, ranked, venue="arxiv")
+    only_venue = read_hits.hits(con, ranked, venue="arxiv")
     assert only_venue["rank"].to_list() == [1, 2, 3]
     assert only_venue["score"].to_list() == [None] * 3  # no query vector: no cosine
 
 
 def test_no_good_match_says_how_close_the_best_hit_came():
     weak = pl.DataFrame({"score": [0.41, 0.33], "good_match": [False, False]})
-    assert search.no_good_match(weak) == (
+    assert read.no_good_match(weak) == (
         "no good match: the closest paper's cosine is 0.41 (a good match reaches 0.50, or "
         "0.25 holding every word of the query)"
     )
-    assert search.no_good_match(weak.with_columns(good_match=pl.Series([False, True]))) is None
+    assert read.no_good_match(weak.with_columns(good_match=pl.Series([False, True]))) is None
     words = pl.DataFrame(
         {"score": [None], "good_match": [False]},
         schema={"score": pl.Float64, "good_match": pl.Boolean},
     )
-    assert search.no_good_match(words) == "no good match: no paper holds every word of the query"
-    assert search.no_good_match(pl.DataFrame(schema=search.HITS_SCHEMA)) is None
+    assert read.no_good_match(words) == "no good match: no paper holds every word of the query"
+    assert read.no_good_match(pl.DataFrame(schema=read_hits.HITS_SCHEMA)) is None
 
 
 def test_a_query_the_sample_knows_nothing_about_is_no_good_match(sample_run):
     settings = sample_run.settings
     with open_lake(settings) as con:
-        molecules = search.search(con, "graph neural networks for molecules", settings, k=5)
-        decoding = search.search(con, "speculative decoding", settings, k=5)
-        chain = search.search(con, "chain of thought", settings, k=3)
+        molecules = read.search_papers(con, "graph neural networks for molecules", settings, k=5)
+        decoding = read.search_papers(con, "speculative decoding", settings, k=5)
+        chain = read.search_papers(con, "chain of thought", settings, k=3)
     assert not molecules["good_match"].any() and molecules["no_good_match"].all()
-    assert molecules["score"].max() < search.MIN_COSINE
-    assert search.no_good_match(molecules).startswith("no good match: the closest paper's")
+    assert molecules["score"].max() < read.MIN_COSINE
+    assert read.no_good_match(molecules).startswith("no good match: the closest paper's")
     assert decoding["abstract"][0].startswith("Speculative sampling reduces the latency")
     assert decoding["all_words"][0] and decoding["good_match"][0]
-    assert search.no_good_match(decoding) is None
+    assert read.no_good_match(decoding) is None
     # "of" is a stop word: the paper holds every word that counts.
     assert chain["abstract"][0].startswith("Chain-of-Thought (CoT) reasoning")
     assert chain["all_words"][0] and chain["good_match"][0]
@@ -241,12 +247,12 @@ def test_topic_filter_by_id_or_label_words(sample_run):
         topics = dict(con.execute("select topic_id, label from topics").fetchall())
         members = dict(con.execute("select paper_id, topic_id from paper_topics").fetchall())
         for topic_id, label in topics.items():
-            hits = search.search(con, "language models", settings, k=50, topic=topic_id)
+            hits = read.search_papers(con, "language models", settings, k=50, topic=topic_id)
             assert hits.height == sum(t == topic_id for t in members.values())
             assert set(hits["topic_id"]) == {topic_id}
             word = label.split(",")[0].upper()  # case is ignored
-            by_word = search.search(con, "language models", settings, k=50, topic=word)
+            by_word = read.search_papers(con, "language models", settings, k=50, topic=word)
             assert topic_id in set(by_word["topic_id"])
-        assert search.search(con, "decoding", settings, topic="no such topic").height == 0
-        keyword = search.search(con, "decoding", settings, mode="keyword", topic=1)
+        assert read.search_papers(con, "decoding", settings, topic="no such topic").height == 0
+        keyword = read.search_papers(con, "decoding", settings, mode="keyword", topic=1)
         assert set(keyword["topic_id"]) <= {1} and keyword["score"].null_count() == keyword.height

@@ -39,9 +39,9 @@ def doctor(
 ) -> None:
     """Check the catalog, every data file a version reads and every cache file; exit 1
     while anything is damaged."""
-    from flows.publish import doctor as checks
+    from flows.publish import HISTORY_TABLES, check_warehouse, repair_caches, salvage_tables
 
-    up = checks.check(settings)
+    up = check_warehouse(settings)
     show(up, fmt, max_rows)
     if not up.mendable():
         say_lost(up)
@@ -51,16 +51,16 @@ def doctor(
         raise typer.Exit(1)
     if not up.readable:
         fail("the catalog cannot be read: restore it from a backup (doctor cannot rebuild it)")
-    for path in checks.repair_caches(up):
+    for path in repair_caches(up):
         out.print(f"dropped {path}")
-    salvaged = checks.salvage(settings, up)
+    salvaged = salvage_tables(settings, up)
     for table, (kept, dropped) in salvaged.items():
         out.print(f"salvaged {table}: {kept} rows kept from its readable files, {dropped} dropped")
-        if table in checks.HISTORY and dropped:
+        if table in HISTORY_TABLES and dropped:
             out.print(f"lost: {dropped} rows of {table}, a record of past runs no rebuild makes")
     if up.damaged_tables():
         rebuild(settings, raw)
-    after = checks.check(settings)
+    after = check_warehouse(settings)
     if after.mendable():
         show(after, fmt, max_rows)
         fail("damage remains (listed above)")
@@ -104,7 +104,7 @@ def rebuild(settings: Settings, raw: list[Path] | None) -> None:
     """A forced run of the latest version's settings (its raw files, or `raw`)."""
     from flows.cli.run import flow_parameters, print_summary
     from flows.pipeline import run_here
-    from flows.publish.doctor import latest_config
+    from flows.publish import latest_config
     from flows.serve.prefect_server import run_api
     from flows.validate import DataQualityError
 

@@ -48,7 +48,7 @@ def query(
     """
     import duckdb
 
-    from flows.read.query import run_query
+    from flows.read import run_query
 
     if (sql is None) == (file is None):
         fail("give the SQL as an argument or with --file, not both")
@@ -97,15 +97,14 @@ def search(
     the best hit is below the least cosine of a good match, a line says so.
     """
     from flows.core.lake import open_lake
-    from flows.read.search import MIN_COSINE, no_good_match
-    from flows.read.search import search as run_search
+    from flows.read import MIN_COSINE, no_good_match, search_papers
 
     if mode != Mode.keyword:
         warm_query_encoder(settings.model)
     threshold = MIN_COSINE if min_cosine is None else min_cosine
     try:
         with without_pandas(), open_lake(settings, version, ("fts",)) as con:
-            hits = run_search(
+            hits = search_papers(
                 con, text, settings, k=k, mode=mode.value, venue=venue, year=year,
                 fusion=fusion, topic=topic, min_cosine=threshold,
             )  # fmt: skip
@@ -200,11 +199,11 @@ def similar(
 ) -> None:
     """The papers closest in meaning to a given paper."""
     from flows.core.lake import open_lake
-    from flows.read.search import similar as run_similar
+    from flows.read import similar_papers
 
     try:
         with without_pandas(), open_lake(settings, version, ("fts",)) as con:
-            hits = run_similar(con, paper_id, k)
+            hits = similar_papers(con, paper_id, k)
     except (WarehouseError, ValueError) as exc:
         fail(str(exc))
     print_hits(hits, fmt, max_rows)

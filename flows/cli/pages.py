@@ -32,7 +32,7 @@ def report(
     settings: Settings,
 ) -> None:
     """Write a self-contained HTML report of a version: topics, venues, quality, changes."""
-    from flows.read.report import write_report
+    from flows.read import write_report
 
     try:
         path = write_report(settings, version, output)

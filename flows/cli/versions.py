@@ -50,10 +50,10 @@ def diff(
     """
     import polars as pl
 
-    from flows.publish import history
+    from flows.publish import diff_versions
 
     try:
-        change = history.diff(settings, version_a, version_b)
+        change = diff_versions(settings, version_a, version_b)
     except WarehouseError as exc:
         fail(str(exc))
     counts = change.counts()
@@ -139,10 +139,10 @@ def checksum(
     """Order-independent content checksums of a version: per table and for the whole."""
     import polars as pl
 
-    from flows.publish import history
+    from flows.publish import checksums
 
     try:
-        number, tables, whole = history.checksums(settings, version)
+        number, tables, whole = checksums(settings, version)
     except WarehouseError as exc:
         fail(str(exc))
     frame = pl.DataFrame({"table": [*tables, "(version)"], "checksum": [*tables.values(), whole]})

@@ -29,6 +29,7 @@ from flows.embed.encoders import (
     tokenize,
     unpadded_tokenizer,
 )
+from flows.embed.query import encode_queries as encode_queries  # the face: read searches with it
 
 CHUNK_BATCHES = 4  # batches per progress update
 HALF_DTYPES = {"bf16": "bfloat16", "fp16": "float16"}

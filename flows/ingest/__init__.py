@@ -79,7 +79,14 @@ from flows.ingest.model import (
     SourceFile,
 )
 from flows.ingest.overrides import Overrides, load_settings
-from flows.ingest.paths import DigestMemo, discover, file_digest, raw_place, try_digest
+from flows.ingest.paths import (
+    DigestMemo,
+    discover,
+    file_digest,
+    input_digests,
+    raw_place,
+    try_digest,
+)
 from flows.ingest.rawfile import shown
 from flows.ingest.read import ingest_file, record_batches
 from flows.ingest.readers import FORMATS, READERS, reader_for
@@ -135,6 +142,7 @@ __all__ = [
     "fill_fields",
     "ingest",
     "ingest_file",
+    "input_digests",
     "load_settings",
     "map_columns",
     "name_mismatch",

@@ -137,6 +137,16 @@ class DigestMemo:
             pass
 
 
+def input_digests(paths: Iterable[Path], cache_dir: Path) -> dict[str, str]:
+    """The sha256 of every raw file under `paths`, by path, as `try_digest` gives it (a
+    stand-in naming the error for a file that cannot be read), through the `DigestMemo`
+    kept in `cache_dir`."""
+    memo = DigestMemo(cache_dir)
+    digests = {str(path): try_digest(path, memo)[0] for path in discover(paths)}
+    memo.save()
+    return digests
+
+
 def edge_digest(path: Path, sha256: str, edge: int) -> str:
     """A digest of `sha256` with the first and last `edge` bytes of the file at `path`."""
     digest = hashlib.sha256(sha256.encode())

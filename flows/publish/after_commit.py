@@ -11,9 +11,10 @@ from typing import Any
 
 import duckdb
 
-from flows import publish, validate
+from flows import validate
 from flows.core import run_record as record
 from flows.core.settings import Settings
+from flows.publish.compaction import compact_when_due
 from flows.validate import page as dq_page
 
 
@@ -58,7 +59,7 @@ def compact_catalog_when_due(settings: Settings, version: int) -> None:
     compaction that fails leaves the version published, and is tried again next run."""
     t = time.perf_counter()
     try:
-        done = publish.compact_when_due(settings, version)
+        done = compact_when_due(settings, version)
     except duckdb.Error as exc:
         record.run_logger().warning("compaction failed (version %d is published): %s",
                                     version, exc)  # fmt: skip

@@ -25,8 +25,6 @@ from flows.core.lake import LAKE, attach, connect, published_versions, read_sql
 from flows.core.locks import run_lock
 from flows.core.settings import Settings
 
-HISTORY = ("runs", "dq_results")  # appended to: their rows cannot be rebuilt from raw files
-
 
 @dataclass
 class Finding:
@@ -41,7 +39,7 @@ class Finding:
 
 @dataclass
 class Checkup:
-    """What `check` found: the findings, the latest version, and how much it looked at."""
+    """What `check_warehouse` found: the findings, the latest version, and how much it looked at."""
 
     findings: list[Finding] = field(default_factory=list)
     latest: int | None = None
@@ -67,7 +65,7 @@ class Checkup:
         return dict(found)
 
 
-def check(settings: Settings) -> Checkup:
+def check_warehouse(settings: Settings) -> Checkup:
     """Check the catalog, every data file a version reads and every cache file."""
     up = Checkup()
     con = connect(extensions=())
@@ -201,7 +199,7 @@ def repair_caches(up: Checkup) -> list[str]:
     return dropped
 
 
-def salvage(settings: Settings, up: Checkup) -> dict[str, tuple[int, int]]:
+def salvage_tables(settings: Settings, up: Checkup) -> dict[str, tuple[int, int]]:
     """Replace each table whose latest files are damaged by the rows its readable files
     hold (a data file whose delete file is lost counts as lost), in one catalog commit
     without a message (not a version), under the run lock. Returns table: (rows kept,

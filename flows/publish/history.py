@@ -10,7 +10,7 @@ import polars as pl
 
 from flows.core.lake import WarehouseError, open_lake, published_versions, read_sql
 from flows.core.settings import Settings
-from flows.publish import TABLE_KEYS
+from flows.publish.stage import TABLE_KEYS
 
 # Tables whose content a version publishes; runs and dq_results record each run itself
 # (ids, times) and so are left out of checksums.
@@ -49,7 +49,7 @@ def _check_versions(con: duckdb.DuckDBPyConnection, *versions: int) -> None:
             )
 
 
-def diff(settings: Settings, version_a: int, version_b: int) -> VersionDiff:
+def diff_versions(settings: Settings, version_a: int, version_b: int) -> VersionDiff:
     """Papers added, removed and changed, counts per venue and topic, new near-duplicates."""
     with open_lake(settings, extensions=()) as con:
         _check_versions(con, version_a, version_b)

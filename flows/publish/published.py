@@ -15,9 +15,7 @@ import polars as pl
 from flows.core import cache
 from flows.core.lake import LAKE, catalog_name
 from flows.core.settings import Settings
-from flows.core.tables import keyed_tables
-
-TABLE_KEYS = keyed_tables()
+from flows.publish.stage import TABLE_KEYS
 
 
 class PublishedRows:

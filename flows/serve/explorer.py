@@ -32,15 +32,14 @@ from flows.core.lake import (
     read_sql,
 )
 from flows.core.settings import Settings
-from flows.read import search as searching
+from flows.read import MODES, Corpus, no_good_match, similar_papers
 from flows.serve.catalog_copy import reader_of
 
 MAX_HITS = 100
 OPEN_VERSIONS = 4  # versions kept attached at once; the one looked at longest ago closes
-MODES = searching.MODES
 GONE = "Cannot open file"  # DuckDB's words for a data file that is not there
 T = TypeVar("T")
-# What a listed paper shows besides its name (flows/read/search.py's hits).
+# What a listed paper shows besides its name (flows/read/hits.py).
 CARD = ("paper_id", "authors", "venue", "year", "topic_id", "topic", "link", "code", "abstract")
 
 
@@ -87,7 +86,7 @@ class Held:
     """What the explorer keeps in memory of a version it was asked about: what search reads
     (flows/read/search.py's Corpus) and each paper's name (sql/explore/names.sql)."""
 
-    corpus: searching.Corpus
+    corpus: Corpus
     names: pl.DataFrame
 
 
@@ -195,7 +194,7 @@ class Explorer:
         version = self.resolved(version)
         if version not in self.held:
             con = self.lake(version)
-            corpus = searching.Corpus(con, self.settings, held=True)
+            corpus = Corpus(con, self.settings, held=True)
             names = con.execute(read_sql("explore/names"), {"ids": None}).pl()
             if len(self.held) >= OPEN_VERSIONS:
                 self.held.pop(next(iter(self.held))).corpus.close()
@@ -224,7 +223,7 @@ class Explorer:
         self, version: int | None, ranked: pl.DataFrame, keep: tuple[str, ...] = ()
     ) -> list[dict]:
         """The papers of `ranked` (paper_id first) as search lists them (authors, venue,
-        year, topic, link, code, abstract; flows/read/search.py), with its columns `keep`."""
+        year, topic, link, code, abstract; flows/read/hits.py), with its columns `keep`."""
         if ranked.height == 0:
             return []
         listing = self.hold(version).corpus.listing(ranked["paper_id"].to_list())
@@ -275,7 +274,7 @@ class Explorer:
             text, k=k, mode=mode, venue=venue, year=year, topic=topic
         )
         hits = records(self.named(version, found))
-        weak = searching.no_good_match(found) if found.height else "nothing matches the filters"
+        weak = no_good_match(found) if found.height else "nothing matches the filters"
         return {
             "query": text,
             "version": self.resolved(version),
@@ -324,7 +323,7 @@ class Explorer:
         k = max(1, min(k, MAX_HITS))
         con = self.lake(version)
         try:
-            found = searching.similar(con, paper_id, k)
+            found = similar_papers(con, paper_id, k)
         except ValueError:
             raise self.no_paper(paper_id, version) from None
         hits = records(self.named(version, found))

@@ -1,5 +1,5 @@
 -- cards: what a person needs to act on each paper a search lists: who wrote it, where it
--- appeared, its topic and a link to it (flows/read/search.py adds the scores and the rank).
+-- appeared, its topic and a link to it (flows/read/hits.py adds the scores and the rank).
 -- grain: one row per paper_id of $ids (NULL: every paper).
 -- upstream: papers, paper_topics, topics.
 -- parameters: $ids (VARCHAR[] of paper ids, or NULL for all).

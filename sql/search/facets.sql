@@ -1,4 +1,4 @@
--- facets: what a search filters papers on (venue, year, topic), for flows/read/search.py to
+-- facets: what a search filters papers on (venue, year, topic), for flows/read/ranking.py to
 -- filter by; the same columns as cards.sql, without the text.
 -- grain: one row per paper_id.
 -- upstream: papers, paper_topics, topics.

@@ -3,9 +3,9 @@
 -- grain: one row per paper with a BM25 score, best first.
 -- upstream: docs and its fts_main_docs index, in the version's search index file.
 -- parameters: $text (the query), $terms (its terms, from terms.sql; NULL: none), $ids
--- (the papers that may be returned, from flows/read/search.py's filters; NULL for all).
+-- (the papers that may be returned, from flows/read/ranking.py's filters; NULL for all).
 -- $terms is a parameter, not a CTE here: the index's match macro runs once per paper
--- when its query comes from a column (28 ms against 21 ms on the sample).
+-- when its query comes from a column.
 with scored as (
     select
         paper_id,
