@@ -28,8 +28,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from corpus import ROOT, abstracts  # noqa: E402
 
-from flows.derive import aggregate  # noqa: E402
 from flows.core.lake import read_sql  # noqa: E402
+from flows.derive import aggregate  # noqa: E402
 
 FULL_SQL_COMMIT = "eb44bc6008b4d1f8349022e81902f9ee556a7035"
 
