@@ -61,9 +61,8 @@ def package_version(name: str) -> str:
 @contextmanager
 def collector_paused() -> Iterator[None]:
     """Large imports without Python's cyclic garbage collector, which otherwise runs over
-    and over on the objects they make: the Prefect server's imports take 2.6 s instead of
-    3.3, the stages' and Great Expectations' 3.8 s instead of 4.7 (2 cores). What they
-    made is then frozen out of later collections (gc.freeze)."""
+    and over on the objects they make (the start of a run in a fresh process: `make
+    bench-plus-one`); what they made is then frozen out of later collections (gc.freeze)."""
     import gc
 
     was_enabled = gc.isenabled()
