@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from dataclasses import fields
 from pathlib import Path
 from typing import Annotated
 
@@ -109,7 +108,7 @@ def rebuild(settings: Settings, raw: list[Path] | None) -> None:
     from flows.validate import DataQualityError
 
     config = latest_config(settings)
-    known = {spec.name for spec in fields(Settings)}
+    known = set(Settings.model_fields)
     given = {k: v for k, v in config.items() if k in known and k not in ("warehouse",)}
     given |= {"catalog": settings.catalog, "data_path": settings.data_path}
     if raw:

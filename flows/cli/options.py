@@ -40,30 +40,28 @@ MaxRowsOpt = Annotated[
 def option(parameter: Parameter) -> tuple[Any, Any]:
     """The annotation and default of a setting's option.
 
-    The warehouse's default is left to Settings, which reads $PAPERLAKE_WAREHOUSE when the
-    command runs.
+    An option not given is None (a flag: False) and leaves the setting to the environment,
+    paperlake.toml and its default: the help shows that default in brackets.
     """
     kind, default = parameter.type, parameter.default
     if get_origin(kind) is tuple:  # a repeatable option
-        kind, default = list[get_args(kind)[0]], list(default)
+        kind, default = list[get_args(kind)[0]], ", ".join(map(str, default))
     elif isinstance(kind, UnionType):  # int | None: None is the default
         kind = next(k for k in get_args(kind) if k is not NoneType)
     if parameter.choices:
         kind = StrEnum(parameter.name, {c: c for c in parameter.choices})
-        default = kind(default)
-    if parameter.name == "warehouse":
-        default = None
     flags = ("--" + parameter.name.replace("_", "-"), *ALIASES.get(parameter.name, ()))
     if kind is bool:  # a flag: given or not
-        return Annotated[bool, typer.Option(*flags, help=parameter.help)], default
-    shown = parameter.name != "warehouse"
-    given = typer.Option(*flags, help=parameter.help, show_default=shown)
-    return Annotated[kind | None, given], default
+        return Annotated[bool, typer.Option(*flags, help=parameter.help)], False
+    # Not where the help words the default itself ("default: $PAPERLAKE_WAREHOUSE, ...").
+    shown = default is not None and "(default:" not in parameter.help
+    given = typer.Option(*flags, help=parameter.help, show_default=str(default) if shown else False)
+    return Annotated[kind | None, given], None
 
 
 def setting_options(*names: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """Give a command one option per run setting (or per named one); the command takes
-    `settings`: the defaults with the options given applied.
+    `settings`: the options given, over the environment, paperlake.toml and the defaults.
 
     Settings it refuses (a threshold out of range) end the command with their message.
     """
@@ -85,8 +83,10 @@ def setting_options(*names: str) -> Callable[[Callable[..., Any]], Callable[...,
                 value = kwargs.pop(p.name)
                 if isinstance(value, Enum):
                     value = value.value
-                if value is not None:
-                    given[p.name] = tuple(value) if isinstance(value, list) else value
+                if isinstance(value, list):
+                    value = tuple(value) or None
+                if value is not None and value is not False:  # given on the command line
+                    given[p.name] = value
             try:
                 settings = Settings(**given)
             except ValueError as exc:

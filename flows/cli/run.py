@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import signal
 import time
-from dataclasses import fields
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -21,12 +20,12 @@ from flows.core.stopping import stops_on_signals, stops_within
 
 def flow_parameters(settings: Settings) -> dict[str, Any]:
     """The flow's parameters for `settings`: the warehouse, and every setting that differs
-    from its default (the flow takes the defaults from Settings too)."""
+    from what Settings gives unasked (the flow, in this process, takes those too)."""
     defaults = Settings()
     given = {
-        spec.name: getattr(settings, spec.name)
-        for spec in fields(Settings)
-        if getattr(settings, spec.name) != getattr(defaults, spec.name)
+        name: getattr(settings, name)
+        for name in Settings.model_fields
+        if getattr(settings, name) != getattr(defaults, name)
     }
     given["warehouse"] = str(settings.warehouse)
     if "raw" in given:

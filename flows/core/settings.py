@@ -1,32 +1,58 @@
-"""One settings object shared by the CLI, the flow and the tests."""
+"""One settings object shared by the CLI, the flow and the tests.
+
+Each setting is declared once, in `Settings`: its type, default and help. A run takes each
+from the first of: the argument given (a CLI option, a flow parameter), the environment
+(PAPERLAKE_<NAME>, such as PAPERLAKE_WAREHOUSE), paperlake.toml in the working folder (its
+top-level keys, named as the settings), the default.
+"""
 
 from __future__ import annotations
 
 import functools
 import os
+import tomllib
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import MISSING, asdict, dataclass, field, fields, replace
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, get_type_hints
+from typing import Any, Literal, get_args, get_origin
+
+from pydantic import Field, ValidationError, field_validator
+from pydantic_core import ErrorDetails
+from pydantic_settings import (
+    BaseSettings,
+    PydanticBaseSettingsSource,
+    SettingsConfigDict,
+    TomlConfigSettingsSource,
+)
+
+from flows.core.cluster import check_spec
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 SQL_DIR = PROJECT_ROOT / "sql"
 EXPECTATIONS_DIR = PROJECT_ROOT / "expectations"
+# Settings of a run in the working folder; the same file beside raw files holds the
+# per-file [files."<glob>"] tables ingest reads, which Settings leaves to it.
+SETTINGS_FILE = "paperlake.toml"
 
 # The packaged model is the default; any local sentence-transformers folder works too.
 PACKAGED_MODEL = "all-MiniLM-L6-v2"
-NEIGHBOR_METHODS = ("auto", "exact", "hnsw")
-PRECISIONS = ("auto", "bf16", "fp32", "openvino-fp32", "openvino-bf16", "onnx-fp32")
-DEVICES = ("auto", "cpu", "cuda")
+NeighborMethod = Literal["auto", "exact", "hnsw"]
+Precision = Literal["auto", "bf16", "fp32", "openvino-fp32", "openvino-bf16", "onnx-fp32"]
+Device = Literal["auto", "cpu", "cuda"]
+NEIGHBOR_METHODS: tuple[str, ...] = get_args(NeighborMethod)
+
+# Texts a batch of the embedding model: shorter batches pad less, and with OpenVINO's
+# streams a larger one was no faster (bench/encoders.py).
+BATCH_SIZE = 16
 
 
 @functools.cache
 def package_version(name: str) -> str:
     """The installed version of package `name`, read once a process: importlib.metadata
-    reads the installed distributions' files on each call (about 3 ms), and a run records
-    a dozen versions. The process runs the code it imported, so the version it read first
-    stays the one in use."""
+    reads the installed distributions' files on each call, and a run records a dozen
+    versions. The process runs the code it imported, so the version it read first stays
+    the one in use."""
     from importlib.metadata import version
 
     return version(name)
@@ -35,9 +61,8 @@ def package_version(name: str) -> str:
 @contextmanager
 def collector_paused() -> Iterator[None]:
     """Large imports without Python's cyclic garbage collector, which otherwise runs over
-    and over on the objects they make: the Prefect server's imports take 2.6 s instead of
-    3.3, the stages' and Great Expectations' 3.8 s instead of 4.7 (2 cores). What they
-    made is then frozen out of later collections (gc.freeze)."""
+    and over on the objects they make (the start of a run in a fresh process: `make
+    bench-plus-one`); what they made is then frozen out of later collections (gc.freeze)."""
     import gc
 
     was_enabled = gc.isenabled()
@@ -58,9 +83,9 @@ def configure_environment() -> None:
     defaults = {
         "HF_HUB_OFFLINE": "1",
         "TRANSFORMERS_OFFLINE": "1",
-        # Tokenizing on every core: 1,000 abstracts in 0.3 s where 0.5 s on 2 cores. Set,
-        # it also keeps `tokenizers` quiet in a process forked after it ran (Dask's and
-        # Prefect's processes are spawned or exec'd, so none tokenizes in a fork).
+        # Tokenizing on every core is faster than on one. Set, it also keeps `tokenizers`
+        # quiet in a process forked after it ran (Dask's and Prefect's processes are
+        # spawned or exec'd, so none tokenizes in a fork).
         "TOKENIZERS_PARALLELISM": "true",
         "TRANSFORMERS_VERBOSITY": "error",
         "HF_HUB_DISABLE_PROGRESS_BARS": "1",
@@ -72,11 +97,6 @@ def configure_environment() -> None:
     }
     for key, value in defaults.items():
         os.environ.setdefault(key, value)
-
-
-def default_warehouse() -> Path:
-    """The warehouse folder: $PAPERLAKE_WAREHOUSE, else warehouse/ in the working directory."""
-    return Path(os.environ.get("PAPERLAKE_WAREHOUSE", "warehouse"))
 
 
 def paperlake_cache() -> Path:
@@ -93,115 +113,157 @@ def encoder_cache() -> Path:
     return paperlake_cache() / "encoders"
 
 
-def from_env(name: str):
-    """A default read from the environment variable `name` when Settings is made (None if unset)."""
-    return lambda: os.environ.get(name) or None
+class SettingsError(ValueError):
+    """Settings refused, in one line naming each setting at fault."""
 
 
-def setting(default: Any = MISSING, help: str = "", choices: tuple[str, ...] = (), **kw: Any):
-    """A Settings field with its help text (and allowed values), declared once for the CLI
-    options and the flow parameters derived from it."""
-    return field(default=default, metadata={"help": help, "choices": choices}, **kw)
+class SettingsFile(TomlConfigSettingsSource):
+    """The settings paperlake.toml in the working folder gives: its top-level keys."""
+
+    def __init__(self, settings_cls: type[BaseSettings]) -> None:
+        try:
+            super().__init__(settings_cls, toml_file=Path(SETTINGS_FILE))
+        except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+            raise SettingsError(f"{SETTINGS_FILE}: not valid TOML: {exc}") from None
+
+    def __call__(self) -> dict[str, Any]:
+        values = super().__call__()
+        values.pop("files", None)  # ingest's per-file tables
+        unknown = sorted(set(values) - set(self.settings_cls.model_fields))
+        if unknown:
+            raise SettingsError(f"{SETTINGS_FILE}: {', '.join(unknown)}: not a setting")
+        return values
 
 
-# Texts a batch of the embedding model: with OpenVINO's streams on 2 cores, 59 abstracts a
-# second at 16 where 57 at 32 (53 at 32 one batch at a time); shorter batches pad less.
-BATCH_SIZE = 16
-
-
-@dataclass(frozen=True)
-class Settings:
+class Settings(BaseSettings):
     """Everything a run depends on. Paths, model, batch size and thresholds live here only."""
 
-    warehouse: Path = setting(
-        default_factory=default_warehouse,
-        help="Warehouse folder (default: $PAPERLAKE_WAREHOUSE, else warehouse/).",
+    model_config = SettingsConfigDict(
+        env_prefix="PAPERLAKE_", env_ignore_empty=True, extra="forbid", frozen=True
     )
-    catalog: str | None = setting(
-        default_factory=from_env("PAPERLAKE_CATALOG"),
-        help="DuckLake catalog shared by several machines: postgresql://USER@HOST:PORT/DB "
-        "(default: $PAPERLAKE_CATALOG, else WAREHOUSE/catalog.ducklake).",
+
+    warehouse: Path = Field(
+        Path("warehouse"),
+        description="Warehouse folder (default: $PAPERLAKE_WAREHOUSE, else warehouse/).",
     )
-    data_path: str | None = setting(
-        default_factory=from_env("PAPERLAKE_DATA_PATH"),
-        help="Folder of the data files, one every machine can reach: a path or "
+    catalog: str | None = Field(
+        None,
+        description="DuckLake catalog shared by several machines: "
+        "postgresql://USER@HOST:PORT/DB (default: $PAPERLAKE_CATALOG, else "
+        "WAREHOUSE/catalog.ducklake).",
+    )
+    data_path: str | None = Field(
+        None,
+        description="Folder of the data files, one every machine can reach: a path or "
         "s3://BUCKET/PREFIX (default: $PAPERLAKE_DATA_PATH, else WAREHOUSE/data).",
     )
-    cluster: str | None = setting(
-        default_factory=from_env("PAPERLAKE_CLUSTER"),
-        help="Run the tasks on Dask: local:N for N workers here, or tcp://HOST:PORT of a "
-        "running scheduler (default: $PAPERLAKE_CLUSTER, else in this process).",
+    cluster: str | None = Field(
+        None,
+        description="Run the tasks on Dask: local:N for N workers here, or tcp://HOST:PORT "
+        "of a running scheduler (default: $PAPERLAKE_CLUSTER, else in this process).",
     )
-    raw: tuple[Path, ...] = setting(
-        (Path("data/raw"),), help="Raw file or folder, read recursively; repeatable."
+    raw: tuple[Path, ...] = Field(
+        (Path("data/raw"),), description="Raw file or folder, read recursively; repeatable."
     )
-    model: str = setting(
+    model: str = Field(
         PACKAGED_MODEL,
-        help="The packaged all-MiniLM-L6-v2 or a local sentence-transformers folder.",
+        description="The packaged all-MiniLM-L6-v2 or a local sentence-transformers folder.",
     )
-    batch_size: int = setting(BATCH_SIZE, help="Embedding batch size.")
-    precision: str = setting(
+    batch_size: int = Field(BATCH_SIZE, description="Embedding batch size.")
+    precision: Precision = Field(
         "auto",
-        help="Embedding precision and backend: fp32 and bf16 run torch; openvino-fp32, "
-        "openvino-bf16 and onnx-fp32 an export of the model; auto: openvino-bf16 where the "
-        "CPU computes bf16 natively, else openvino-fp32 (the fastest measured that agree "
-        "with torch fp32).",
-        choices=PRECISIONS,
+        description="Embedding precision and backend: fp32 and bf16 run torch; "
+        "openvino-fp32, openvino-bf16 and onnx-fp32 an export of the model; auto: "
+        "openvino-bf16 where the CPU computes bf16 natively, else openvino-fp32 (the "
+        "fastest measured that agree with torch fp32).",
     )
-    device: str = setting("auto", help="Where to embed.", choices=DEVICES)
-    neighbors_k: int = setting(10, help="Nearest neighbours kept per paper.")
-    neighbors_method: str = setting(
+    device: Device = Field("auto", description="Where to embed.")
+    neighbors_k: int = Field(10, description="Nearest neighbours kept per paper.")
+    neighbors_method: NeighborMethod = Field(
         "auto",
-        help="Neighbour search; auto: exact up to exact_neighbors_max papers, HNSW above.",
-        choices=NEIGHBOR_METHODS,
+        description="Neighbour search; auto: exact up to exact_neighbors_max papers, HNSW above.",
     )
-    exact_neighbors_max: int = setting(
-        20_000, help="Most papers for which auto searches neighbours exactly."
+    exact_neighbors_max: int = Field(
+        20_000, description="Most papers for which auto searches neighbours exactly."
     )
-    duplicate_threshold: float = setting(
-        0.95, help="Cosine score from which two papers are near-duplicates, in (0, 1]."
+    duplicate_threshold: float = Field(
+        0.95, description="Cosine score from which two papers are near-duplicates, in (0, 1]."
     )
-    duplicate_group_max: int = setting(
+    duplicate_group_max: int = Field(
         50,
-        help="Largest near-duplicate group whose pairs duplicates lists (every group is in "
-        "duplicate_groups).",
+        description="Largest near-duplicate group whose pairs duplicates lists (every group "
+        "is in duplicate_groups).",
     )
-    n_topics: int | None = setting(
-        None, help="Number of topics (default: chosen from the data by silhouette)."
+    n_topics: int | None = Field(
+        None, description="Number of topics (default: chosen from the data by silhouette)."
     )
-    seed: int = setting(42, help="Random seed of the topic clustering.")
-    refit_topics: bool = setting(
+    seed: int = Field(42, description="Random seed of the topic clustering.")
+    refit_topics: bool = Field(
         False,
-        help="Fit topics afresh instead of carrying the last version's over (a run even "
-        "when nothing changed).",
+        description="Fit topics afresh instead of carrying the last version's over (a run "
+        "even when nothing changed).",
     )
-    compact_every: int = setting(
+    compact_every: int = Field(
         100,
-        help="Versions between the compactions a run does after it publishes (paperlake "
-        "compact); 0: never.",
+        description="Versions between the compactions a run does after it publishes "
+        "(paperlake compact); 0: never.",
     )
-    min_words: int = setting(20, help="Fewest words of an untitled abstract.")
-    max_words: int = setting(1500, help="Most words of an abstract.")
-    max_reject_share: float = setting(
-        0.5, help="Share of a file's records rejected above which the file gets a warning."
+    min_words: int = Field(20, description="Fewest words of an untitled abstract.")
+    max_words: int = Field(1500, description="Most words of an abstract.")
+    max_reject_share: float = Field(
+        0.5,
+        description="Share of a file's records rejected above which the file gets a warning.",
     )
 
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "warehouse", Path(self.warehouse))
-        object.__setattr__(self, "raw", tuple(Path(p) for p in self.raw))
-        for spec in fields(self):
-            choices = spec.metadata["choices"]
-            if choices and getattr(self, spec.name) not in choices:
-                raise ValueError(
-                    f"{spec.name} must be {', '.join(choices[:-1])} or {choices[-1]}, "
-                    f"not {getattr(self, spec.name)!r}"
-                )
-        if self.cluster:
-            from flows.core.cluster import check_spec
+    def __init__(self, **values: Any) -> None:
+        """Settings from `values`, the environment, paperlake.toml and the defaults.
 
-            check_spec(self.cluster)
-        if not 0 < self.duplicate_threshold <= 1:
+        Raises:
+            SettingsError: a value is refused; the message names its setting.
+        """
+        try:
+            super().__init__(**values)
+        except ValidationError as exc:
+            raise SettingsError("; ".join(map(self.refusal, exc.errors()))) from None
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        """Arguments, then the environment, then paperlake.toml (no .env or secrets files)."""
+        return init_settings, env_settings, SettingsFile(settings_cls)
+
+    @classmethod
+    def refusal(cls, error: ErrorDetails) -> str:
+        """One validation error in words, naming its setting."""
+        name = str(error["loc"][0]) if error["loc"] else "settings"
+        if error["type"] == "value_error":  # our own validators' messages name the setting
+            return str(error["ctx"]["error"])
+        if error["type"] == "extra_forbidden":
+            return f"{name}: not a setting"
+        if error["type"] == "literal_error":
+            choices = get_args(cls.model_fields[name].annotation)
+            return (
+                f"{name} must be {', '.join(choices[:-1])} or {choices[-1]}, not {error['input']!r}"
+            )
+        return f"{name}: {error['msg']}, not {error['input']!r}"
+
+    @field_validator("cluster")
+    @classmethod
+    def _names_a_cluster(cls, spec: str | None) -> str | None:
+        return spec and check_spec(spec)
+
+    @field_validator("duplicate_threshold")
+    @classmethod
+    def _is_a_cosine(cls, threshold: float) -> float:
+        if not 0 < threshold <= 1:
             raise ValueError("duplicate_threshold must be in (0, 1]")
+        return threshold
 
     @property
     def catalog_path(self) -> Path:
@@ -220,15 +282,13 @@ class Settings:
     def dq_path(self) -> Path:
         return self.warehouse / "dq"
 
-    def with_(self, **changes) -> Settings:
-        return replace(self, **changes)
+    def with_(self, **changes: Any) -> Settings:
+        """These settings with `changes` made, checked as any settings are."""
+        return type(self)(**(dict(self) | changes))
 
     def to_dict(self) -> dict:
         """JSON-ready view, as recorded in the run manifest."""
-        out = asdict(self)
-        out["warehouse"] = str(self.warehouse)
-        out["raw"] = [str(p) for p in self.raw]
-        return out
+        return self.model_dump(mode="json")
 
     def content_config(self) -> dict:
         """The settings that shape published content (paths excluded)."""
@@ -254,23 +314,17 @@ class Parameter:
     """A setting as a run parameter: what a CLI option or a flow parameter is made from."""
 
     name: str
-    type: Any  # the field's type, resolved: int, int | None, tuple[Path, ...], ...
-    default: Any  # the value a run takes when the parameter is not given
+    type: Any  # int, int | None, tuple[Path, ...], ...; str for a setting with choices
+    default: Any  # the setting's default, taken where no other source gives it
     help: str
     choices: tuple[str, ...] = ()  # the allowed values, where only some are
 
 
 def run_parameters() -> list[Parameter]:
     """Every setting a run takes, in declaration order: name, type, default and help."""
-    types = get_type_hints(Settings)
-    defaults = Settings()
-    return [
-        Parameter(
-            spec.name,
-            types[spec.name],
-            getattr(defaults, spec.name),
-            spec.metadata["help"],
-            spec.metadata["choices"],
-        )
-        for spec in fields(Settings)
-    ]
+    parameters = []
+    for name, spec in Settings.model_fields.items():
+        choices = get_args(spec.annotation) if get_origin(spec.annotation) is Literal else ()
+        kind = str if choices else spec.annotation
+        parameters.append(Parameter(name, kind, spec.default, spec.description or "", choices))
+    return parameters

@@ -17,31 +17,32 @@ import logging
 import shutil
 import tempfile
 import time
-from dataclasses import dataclass, fields
 from pathlib import Path
 
 import duckdb
+from pydantic import Field
 
 from flows.core.errors import WarehouseBusy, WarehouseError
 from flows.core.lake import ATTACH_WAIT_SECONDS, no_warehouse
 from flows.core.locks import LOCK_POLL_SECONDS
-from flows.core.settings import Settings, setting
+from flows.core.settings import Settings
 from flows.publish import catalog_stamp
 
 # What DuckDB says when another process holds the file for writing.
 HELD = "Conflicting lock"
 
 
-@dataclass(frozen=True)
 class CopySettings(Settings):
     """A warehouse's settings with a copy of its catalog attached in its place; the
     warehouse, its data path and the folder messages name stay the warehouse's."""
 
-    copy: Path = setting(Path(), help="The catalog file attached instead of the warehouse's.")
+    catalog_copy: Path = Field(
+        Path(), description="The catalog file attached instead of the warehouse's."
+    )
 
     @property
     def catalog_path(self) -> Path:
-        return self.copy
+        return self.catalog_copy
 
 
 class CatalogCopy:
@@ -117,8 +118,7 @@ class CatalogCopy:
             raise
         self.taken += 1
         self.stamp = stamp
-        values = {spec.name: getattr(self.settings, spec.name) for spec in fields(Settings)}
-        self.reading = CopySettings(**values, copy=target)
+        self.reading = CopySettings(**dict(self.settings), catalog_copy=target)
 
     def prune(self) -> None:
         """Remove every copy but the latest (call once nothing reads them)."""
