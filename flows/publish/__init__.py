@@ -24,6 +24,7 @@ import polars as pl
 from flows.core import cache, data_path
 from flows.core.lake import (
     LAKE,
+    STAGE,
     attach,
     catalog_exists,
     catalog_name,
@@ -31,6 +32,7 @@ from flows.core.lake import (
     no_warehouse,
     published_versions,
     read_sql,
+    stage_frames,
 )
 from flows.core.locks import run_lock
 from flows.core.settings import Settings, package_version
@@ -40,8 +42,6 @@ from flows.publish.published import PublishedDigests, PublishedRows
 # Crash drills: PAPERLAKE_FAULT=<point> kills the process with SIGKILL at that point, so
 # that tests can show a run killed mid-publish leaves the catalog at the previous version.
 FAULT_POINTS = ("before_publish", "mid_publish", "before_commit")
-
-STAGE = "memory.main"
 
 # Published tables and the columns that identify a row in each (flows/core/tables.py), and the
 # tables that keep a row for every run, appended to.
@@ -523,21 +523,6 @@ def published_copy(name: str, stage: Columns) -> str | None:
     """memory's <name>__published (`keep_committed`) where it has the staged table's columns."""
     kept = f"{name}__published"
     return f"{STAGE}.{kept}" if kept in stage and stage[kept] == stage.get(name) else None
-
-
-def stage_frames(con: duckdb.DuckDBPyConnection, frames: dict[str, pl.DataFrame]) -> None:
-    """Create memory.main.<name> from each frame, in one script (see `prepare`)."""
-    for name, frame in frames.items():
-        con.register(f"{name}_frame", frame)
-    if frames:
-        con.execute(
-            ";\n".join(
-                f"create or replace table {STAGE}.{name} as select * from {name}_frame"
-                for name in frames
-            )
-        )
-    for name in frames:
-        con.unregister(f"{name}_frame")
 
 
 ROW_HASH, COPY = "_row_hash", "_copy"
