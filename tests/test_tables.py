@@ -9,7 +9,7 @@ from flows import publish, validate
 from flows.core import tables
 from flows.core.lake import open_lake
 from flows.core.settings import PROJECT_ROOT
-from flows.derive import aggregate
+from flows.derive import build
 
 
 def test_published_tables_have_exactly_the_registered_columns(sample_run):
@@ -22,12 +22,12 @@ def test_published_tables_have_exactly_the_registered_columns(sample_run):
 def test_publish_aggregate_and_suites_take_keys_and_order_from_the_registry():
     assert {t.name: t.keys for t in tables.TABLES if not t.history} == publish.TABLE_KEYS
     assert publish.HISTORY_TABLES == ("dq_results", "runs")
-    assert aggregate.SQL_TABLES == (
+    assert build.SQL_TABLES == (
         "neighbors", "duplicates", "duplicate_groups", "topic_terms", "topics", "topic_stats",
         "mentions",
         "venue_stats", "source_stats",
     )  # fmt: skip
-    assert all(tables.table(name).sql.exists() for name in aggregate.SQL_TABLES)
+    assert all(tables.table(name).sql.exists() for name in build.SQL_TABLES)
     for name in validate.suite_names():
         assert validate.Suite.load(name).id_columns == tables.table(name).keys
         assert tables.table(name).suite is not None
