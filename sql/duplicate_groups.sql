@@ -1,7 +1,7 @@
 -- duplicate_groups: papers that are near-duplicates of one another, as connected groups.
 -- grain: one row per paper in a group of two or more.
 -- upstream: pair_groups (connected components of the near-duplicate pairs, each paper
--- keeping its closest pairs; see flows/derive/aggregate.py group_pairs), papers.
+-- keeping its closest pairs; see flows/derive/duplicates.py group_pairs), papers.
 with members as (
     select paper_id, group_id, group_size
     from pair_groups

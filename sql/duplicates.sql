@@ -2,7 +2,7 @@
 -- grain: one row per unordered pair (paper_a < paper_b) at or above the threshold.
 -- Pairs of papers in groups larger than duplicate_group_max are left to duplicate_groups.
 -- upstream: similar_pairs (pairs above the threshold, each paper's closest up to a cap:
--- exact, or from the HNSW graph with crowded rows checked exactly; see flows/derive/aggregate.py
+-- exact, or from the HNSW graph with crowded rows checked exactly; see flows/derive/neighbours.py
 -- nearest), pair_groups, papers.
 with small_groups as (
     select paper_id

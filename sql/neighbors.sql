@@ -2,7 +2,7 @@
 -- grain: one row per (paper_id, neighbor_id); rank 1 is the closest.
 -- upstream: neighbor_candidates (each paper's top k, ranked best first, ties by neighbour
 -- id: exact up to exact_neighbors_max papers, from an HNSW graph above; see
--- flows/derive/aggregate.py split_candidates).
+-- flows/derive/neighbours.py split_candidates).
 with final as (
     select
         paper_id,
