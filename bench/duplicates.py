@@ -21,7 +21,8 @@ import polars as pl
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from flows import ingest  # noqa: E402
-from flows.derive import aggregate
+from flows.core.settings import Settings  # noqa: E402
+from flows.derive import build  # noqa: E402
 from flows.pipeline import staged  # noqa: E402
 
 
@@ -54,9 +55,8 @@ def main() -> None:
     before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     con = staged({"papers": papers, "paper_sources": paper_sources, "sources": result.sources})
     started = time.perf_counter()
-    counts = aggregate.build_aggregates(
-        con, papers, embeddings, k=10, threshold=0.95, n_topics=5, seed=42
-    )
+    settings = Settings(neighbors_k=10, duplicate_threshold=0.95, n_topics=5, seed=42)
+    counts = build.build_tables(con, papers, embeddings, settings)
     seconds = time.perf_counter() - started
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     groups = con.execute("select count(distinct group_id), max(group_size) from duplicate_groups")

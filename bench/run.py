@@ -125,7 +125,7 @@ def neighbour_scaling(n: int, vectors: np.ndarray, baseline: bool = True) -> dic
     import duckdb
     import polars as pl
 
-    from flows.derive.aggregate import nearest
+    from flows.derive.neighbours import nearest
 
     vectors = np.array(vectors[:n], dtype=np.float32)  # a writable copy of the memory map
     ids = [f"p{i:07d}" for i in range(n)]

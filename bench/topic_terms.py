@@ -29,7 +29,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from corpus import ROOT, abstracts  # noqa: E402
 
 from flows.core.lake import read_sql  # noqa: E402
-from flows.derive import aggregate  # noqa: E402
+from flows.derive import paper_rows, terms  # noqa: E402
 
 FULL_SQL_COMMIT = "eb44bc6008b4d1f8349022e81902f9ee556a7035"
 
@@ -64,16 +64,16 @@ def staged(papers: pl.DataFrame, topics: pl.DataFrame) -> duckdb.DuckDBPyConnect
     """A connection holding what the aggregate stage holds when it makes topic terms."""
     from flows.pipeline import staged as stage
 
-    tables = {"papers": papers, "paper_topics": topics, "stopwords": aggregate.stopwords()}
+    tables = {"papers": papers, "paper_topics": topics, "stopwords": terms.stopwords()}
     con = stage(tables)
-    con.execute(f"set variable topic_terms = {aggregate.TOPIC_TERMS}")
+    con.execute(f"set variable topic_terms = {terms.TOPIC_TERMS}")
     return con
 
 
 def full(con: duckdb.DuckDBPyConnection, cache: Path, sql: str) -> tuple[float, float]:
     """The tokens table from the cache, then the full SQL: seconds of each."""
     started = time.perf_counter()
-    tokens = aggregate.PaperRows(con, cache, "aggregate/paper_tokens", ("stopwords",))
+    tokens = paper_rows.PaperRows(con, cache, "aggregate/paper_tokens", ("stopwords",))
     tokens.build(con, "paper_tokens", ())
     read = time.perf_counter()
     con.execute(f"create or replace table topic_terms as {sql}")
@@ -84,12 +84,12 @@ def counted(
     con: duckdb.DuckDBPyConnection, cache: Path, topics: pl.DataFrame
 ) -> tuple[float, float]:
     """The tokens from the cache, then the counts brought up to date and weighed (as
-    `aggregate.count_topic_terms` and sql/topic_terms.sql): seconds of each."""
+    `terms.count_topic_terms` and sql/topic_terms.sql): seconds of each."""
     started = time.perf_counter()
-    tokens = aggregate.PaperRows(con, cache, "aggregate/paper_tokens", ("stopwords",))
+    tokens = paper_rows.PaperRows(con, cache, "aggregate/paper_tokens", ("stopwords",))
     update = tokens.update(con)
     read = time.perf_counter()
-    aggregate.TermCounts(cache, tokens).build(con, update, topics)
+    terms.TermCounts(cache, tokens).build(con, update, topics)
     con.execute(f"create or replace table topic_terms as {read_sql('topic_terms')}")
     return read - started, time.perf_counter() - read
 

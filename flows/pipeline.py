@@ -18,23 +18,19 @@ from types import UnionType
 from typing import Any, Union, get_args, get_origin
 
 import duckdb
-import numpy as np
 import polars as pl
 from prefect import flow, task
 from prefect.cache_policies import NO_CACHE
 from prefect.states import Failed, State
 
-from flows import embed, ingest, publish, validate
-from flows.core import cache, damage
+from flows import derive, embed, ingest, publish, validate
+from flows.core import damage
 from flows.core import run_record as record
-from flows.core.cluster import cluster_workers, fan_out, on_workers
+from flows.core.cluster import cluster_workers, on_workers
 from flows.core.errors import WarehouseError
 from flows.core.lake import connect
 from flows.core.locks import run_lock
 from flows.core.settings import Settings, configure_environment, run_parameters
-from flows.core.tables import derived_tables
-from flows.derive import aggregate
-from flows.derive.neighbour_lists import NeighbourLists
 from flows.ingest.cache import ParseCache
 from flows.publish import published
 from flows.publish.after_commit import compact_catalog_when_due, write_data_docs, write_page
@@ -146,8 +142,8 @@ def encode_shard(shard: pl.DataFrame, settings: Settings) -> tuple[str, int]:
 def neighbor_rows(rows: tuple[int, int], matrix: Path, graph: Path | None, settings: Settings):
     """Neighbours and near-duplicate pairs of rows [first, stop) of the matrix file, against
     every paper, exactly or through the graph file (on a worker)."""
-    width = max(settings.neighbors_k, aggregate.PAIR_CAP)
-    return aggregate.search_rows(rows, matrix, graph, width, settings.duplicate_threshold)
+    width = max(settings.neighbors_k, derive.PAIR_CAP)
+    return derive.search_rows(rows, matrix, graph, width, settings.duplicate_threshold)
 
 
 @task(name="aggregate_papers", cache_policy=NO_CACHE)
@@ -164,85 +160,7 @@ def aggregate_papers(
     lists are updated only for vectors of the same model. `last` is what the latest
     version holds: its topics and map carry over.
     """
-    previous = {topic: np.asarray(c, dtype=np.float32) for topic, c in last.centroids.items()}
-    width = max(settings.neighbors_k, aggregate.PAIR_CAP)
-    folder = settings.cache_path / "neighbors"
-    kept = (settings.neighbors_k, settings.duplicate_threshold)
-    exact_lists = NeighbourLists(folder, model_key, width, *kept)
-    graph_lists = NeighbourLists(folder, f"{model_key}:graph", width, *kept)
-    workers = cluster_workers()
-
-    def search(ids: list[str], vectors: np.ndarray) -> pl.DataFrame:
-        """Update the last run's lists where there are any; else search, on the cluster's
-        workers where there is one.
-
-        Exact mode updates only exact lists (the result equals a new exact search). Above
-        `exact_neighbors_max` the lists a graph search left (or exact ones from a smaller
-        warehouse) are updated the same way: new papers and papers that lost a neighbour
-        are searched exactly against all, so a run costs what changed there too, and its
-        lists are at least as good as the graph's.
-        """
-        exact = aggregate.neighbor_method(
-            settings.neighbors_method, len(ids), settings.exact_neighbors_max
-        ) == "exact"  # fmt: skip
-        lists, other = (exact_lists, graph_lists) if exact else (graph_lists, exact_lists)
-        previous = lists.load() or (None if exact else exact_lists.load())
-        if previous:
-            found = aggregate.update_candidates(ids, vectors, width, *previous, *kept)
-            came, left = set(ids).difference(previous[1]), set(previous[1]).difference(ids)
-            record.run_logger().info(
-                "neighbours: the last run's lists updated (%d papers new, %d gone)",
-                len(came), len(left),
-            )  # fmt: skip
-        elif workers:
-            found = aggregate.nearest_in_pieces(
-                ids, vectors, width, settings.duplicate_threshold,
-                settings.neighbors_method, settings.exact_neighbors_max,
-                settings.cache_path / "neighbors",
-                lambda ranges, matrix, graph: fan_out(
-                    neighbor_rows, ranges, matrix=matrix, graph=graph, settings=settings
-                ),
-                pieces=2 * workers,
-            )  # fmt: skip
-        else:
-            found = aggregate.candidates(
-                ids, vectors, width, settings.duplicate_threshold, settings.neighbors_method,
-                settings.exact_neighbors_max,
-            )  # fmt: skip
-        if not previous:  # a search's lists, trimmed as an update leaves them
-            found = aggregate.trim_lists(found, *kept)
-        lists.save(ids, found)
-        cache.drop(other.path)  # one kind of list at a time: no stale ones
-        return found
-
-    # Staged without the abstracts (the SQL that reads them reads `inputs["papers"]`, see
-    # build_aggregates) and the raw abstracts, which no SQL of sql/ reads.
-    text = ["abstract", "abstract_raw"]
-    con = staged(inputs | {"papers": inputs["papers"].drop(text, strict=False)})
-    try:
-        aggregate.build_aggregates(
-            con,
-            inputs["papers"],
-            embeddings,
-            k=settings.neighbors_k,
-            threshold=settings.duplicate_threshold,
-            n_topics=settings.n_topics,
-            seed=settings.seed,
-            previous_topics=previous,
-            previous_papers=last.papers,
-            previous_assignments=last.assignments,
-            neighbors_method=settings.neighbors_method,
-            exact_neighbors_max=settings.exact_neighbors_max,
-            search=search,
-            duplicate_group_max=settings.duplicate_group_max,
-            refit_topics=settings.refit_topics,
-            say=record.run_logger().info,
-            previous_coordinates=last.coordinates,
-            cache=settings.cache_path / "paper_rows",
-        )
-        return {name: con.table(name).pl() for name in derived_tables()}
-    finally:
-        con.close()
+    return derive.derive_tables(inputs, embeddings, settings, model_key, last, neighbor_rows)
 
 
 @task(name="validate_tables", cache_policy=NO_CACHE)
@@ -443,7 +361,7 @@ def warm_up(settings: Settings) -> None:
     serves."""
     embed.warm_up(settings.model, settings.device, settings.precision)
     validate.warm_up(settings.warehouse / "gx")
-    aggregate.warm_up()
+    derive.warm_up()
     publish.previous_version(settings)  # read once; kept while the catalog is unchanged
     keep_spare_connection()
     # A process's first flow run imports FastAPI, with which Prefect serializes the flow's
@@ -620,7 +538,7 @@ def run_pipeline(settings: Settings, force: bool = False) -> record.RunSummary:
                 # Both sides' libraries imported first (a no-op where `serve` or the CLI's
                 # start-up did it): threads importing the same circular packages at once
                 # (narwhals, through scikit-learn and Great Expectations) can deadlock.
-                aggregate.warm_up()
+                derive.warm_up()
                 validate.warm_up()
                 early_results = validate_tables.submit(
                     tables, settings, summary.run_id, parameters, early

@@ -14,7 +14,17 @@ from hypothesis import strategies as st
 from flows.core import cache
 from flows.core.lake import connect, read_sql
 from flows.core.settings import Settings
-from flows.derive import aggregate
+from flows.derive import (
+    build,
+    duplicates,
+    mentions,
+    neighbour_lists,
+    neighbours,
+    paper_rows,
+    topic_groups,
+)
+from flows.derive import terms as topic_terms
+from flows.derive import topics as topic_model
 from flows.derive.neighbour_lists import NeighbourLists
 from flows.pipeline import staged
 
@@ -26,6 +36,8 @@ def unit(rows):
 
 VECTORS = unit([[1, 0, 0], [0.99, 0.1, 0], [0, 1, 0], [0, 0.9, 0.1], [0.05, 0, 1]])
 IDS = ["a", "b", "c", "d", "e"]
+# What the tests of whole builds run with: 2 neighbours, pairs from 0.99, 3 topics.
+TINY = Settings(neighbors_k=2, duplicate_threshold=0.99, n_topics=3, seed=7)
 
 
 def brute_force(vectors, k):
@@ -35,8 +47,8 @@ def brute_force(vectors, k):
 
 
 def test_nearest_is_exact_and_excludes_self(monkeypatch):
-    monkeypatch.setattr(aggregate, "BLOCK_ROWS", 2)  # several blocks on five rows
-    top, pairs = aggregate.nearest(IDS, VECTORS, k=2, threshold=0.99)
+    monkeypatch.setattr(neighbours, "BLOCK_ROWS", 2)  # several blocks on five rows
+    top, pairs = neighbours.nearest(IDS, VECTORS, k=2, threshold=0.99)
     assert top.filter(pl.col("paper_id") == pl.col("neighbor_id")).height == 0
     expected = brute_force(VECTORS, 2)
     for i, pid in enumerate(IDS):
@@ -51,11 +63,11 @@ def test_nearest_is_exact_and_excludes_self(monkeypatch):
 
 
 def test_nearest_on_random_vectors_matches_brute_force(monkeypatch):
-    monkeypatch.setattr(aggregate, "BLOCK_ROWS", 7)
+    monkeypatch.setattr(neighbours, "BLOCK_ROWS", 7)
     rng = np.random.default_rng(0)
     vectors = unit(rng.normal(size=(40, 16)))
     ids = [f"p{i:02d}" for i in range(40)]
-    top, _ = aggregate.nearest(ids, vectors, k=5, threshold=0.99)
+    top, _ = neighbours.nearest(ids, vectors, k=5, threshold=0.99)
     expected = brute_force(vectors, 5)
     for i, pid in enumerate(ids):
         got = top.filter(pl.col("paper_id") == pid).sort("score", descending=True)
@@ -72,8 +84,8 @@ def clustered(n, dim=32, centres=20, seed=0):
 def test_hnsw_neighbours_agree_with_exact_and_are_repeatable():
     vectors = clustered(600)
     ids = [f"p{i:03d}" for i in range(600)]
-    exact, exact_pairs = aggregate.nearest(ids, vectors, k=10, threshold=0.9, method="exact")
-    graph, graph_pairs = aggregate.nearest(ids, vectors, k=10, threshold=0.9, method="hnsw")
+    exact, exact_pairs = neighbours.nearest(ids, vectors, k=10, threshold=0.9, method="exact")
+    graph, graph_pairs = neighbours.nearest(ids, vectors, k=10, threshold=0.9, method="hnsw")
     assert graph.filter(pl.col("paper_id") == pl.col("neighbor_id")).height == 0
     assert graph.group_by("paper_id").len()["len"].unique().to_list() == [10]
     found = set(graph.select("paper_id", "neighbor_id").rows())
@@ -84,7 +96,7 @@ def test_hnsw_neighbours_agree_with_exact_and_are_repeatable():
     assert np.allclose(joined["score"], joined["score_exact"], atol=1e-5)
     pair = {tuple(sorted(r)) for r in graph_pairs.select("paper_id", "neighbor_id").rows()}
     assert pair == {tuple(sorted(r)) for r in exact_pairs.select("paper_id", "neighbor_id").rows()}
-    again, _ = aggregate.nearest(ids, vectors, k=10, threshold=0.9, method="hnsw")
+    again, _ = neighbours.nearest(ids, vectors, k=10, threshold=0.9, method="hnsw")
     assert again.equals(graph)
 
 
@@ -92,62 +104,62 @@ def test_hnsw_neighbours_agree_with_exact_and_are_repeatable():
 def test_a_crowd_of_copies_keeps_each_papers_closest_pairs_and_one_group(monkeypatch, method):
     """Each paper keeps its PAIR_CAP closest pairs (exactly, also where the graph is
     crowded); every copy still lands in one group."""
-    monkeypatch.setattr(aggregate, "PAIR_CAP", 4)
+    monkeypatch.setattr(neighbours, "PAIR_CAP", 4)
     rng = np.random.default_rng(1)
     base = rng.normal(size=16)
     copies = unit(base + 0.01 * rng.normal(size=(9, 16)))  # nine papers, all pairs ~1.0
     vectors = np.vstack([copies, clustered(50, dim=16, seed=2)])
     ids = [f"p{i:02d}" for i in range(len(vectors))]
-    _, pairs = aggregate.nearest(ids, vectors, k=3, threshold=0.99, method=method)
+    _, pairs = neighbours.nearest(ids, vectors, k=3, threshold=0.99, method=method)
     scores = copies @ copies.T
     for i in range(9):
         mine = pairs.filter(pl.col("paper_id") == ids[i])
         closest = [ids[j] for j in np.argsort(-scores[i]) if j != i][:4]
         assert sorted(mine["neighbor_id"].to_list()) == sorted(closest)
-    groups = aggregate.group_pairs(pairs)
+    groups = duplicates.group_pairs(pairs)
     assert groups["paper_id"].to_list() == ids[:9]
     assert set(groups["group_id"]) == {"p00"} and set(groups["group_size"]) == {9}
 
 
 def test_auto_method_switches_to_hnsw_above_the_exact_limit():
-    assert aggregate.neighbor_method("auto", 20_000, 20_000) == "exact"
-    assert aggregate.neighbor_method("auto", 20_001, 20_000) == "hnsw"
-    assert aggregate.neighbor_method("exact", 10**6, 20_000) == "exact"
+    assert neighbours.neighbor_method("auto", 20_000, 20_000) == "exact"
+    assert neighbours.neighbor_method("auto", 20_001, 20_000) == "hnsw"
+    assert neighbours.neighbor_method("exact", 10**6, 20_000) == "exact"
     with pytest.raises(ValueError, match="neighbour method must be one of auto, exact, hnsw"):
-        aggregate.neighbor_method("annoy", 10, 20_000)
-    top, pairs = aggregate.nearest([], np.zeros((0, 8), np.float32), 5, 0.9, method="hnsw")
+        neighbours.neighbor_method("annoy", 10, 20_000)
+    top, pairs = neighbours.nearest([], np.zeros((0, 8), np.float32), 5, 0.9, method="hnsw")
     assert top.height == pairs.height == 0
     with pytest.raises(ValueError, match="neighbors_method must be auto, exact or hnsw"):
         Settings(neighbors_method="annoy")
 
 
 def test_topics_are_seeded_and_numbered_by_size():
-    first, centroids, _ = aggregate.cluster_topics(IDS, VECTORS, n_topics=3, seed=7)
-    again, _, _ = aggregate.cluster_topics(IDS, VECTORS, n_topics=3, seed=7)
+    first, centroids, _ = topic_model.cluster_topics(IDS, VECTORS, n_topics=3, seed=7)
+    again, _, _ = topic_model.cluster_topics(IDS, VECTORS, n_topics=3, seed=7)
     assert first.equals(again)
     topic = dict(first.select("paper_id", "topic_id").rows())
     assert topic["a"] == topic["b"] and topic["c"] == topic["d"]
     assert len({topic["a"], topic["c"], topic["e"]}) == 3
     assert topic["e"] == 2  # the single-paper topic is the smallest
     assert centroids["topic_id"].to_list() == [0, 1, 2]
-    assert aggregate.choose_topic_count(VECTORS, 10, seed=7) == 5  # no more topics than papers
-    assert aggregate.choose_topic_count(VECTORS, None, seed=7) == 2  # sqrt(5 / 2), small n
+    assert topic_model.choose_topic_count(VECTORS, 10, seed=7) == 5  # no more topics than papers
+    assert topic_model.choose_topic_count(VECTORS, None, seed=7) == 2  # sqrt(5 / 2), small n
 
 
 def test_topic_ids_persist_across_versions():
-    _, centroids, _ = aggregate.cluster_topics(IDS, VECTORS, n_topics=3, seed=7)
+    _, centroids, _ = topic_model.cluster_topics(IDS, VECTORS, n_topics=3, seed=7)
     previous = as_previous(centroids)
     # Relabel the old topics 10, 11, 12: the same clusters must come back with those ids.
     renamed = {t + 10: c for t, c in previous.items()}
     more = unit(np.vstack([VECTORS, [[0.98, 0.12, 0.01]]]))
-    topics, _, _ = aggregate.cluster_topics(
+    topics, _, _ = topic_model.cluster_topics(
         [*IDS, "f"], more, n_topics=3, seed=99, previous=renamed
     )
     topic = dict(topics.select("paper_id", "topic_id").rows())
     assert topic["f"] == topic["a"] == topic["b"]
     assert sorted(set(topic.values())) == [10, 11, 12]
     # A cluster that matches no old topic takes a fresh id above the old ones.
-    assert aggregate.match_topics(
+    assert topic_model.match_topics(
         unit([[0, 0, 1.0], [1.0, 1.0, 0]]), {7: np.array([0, 0, 1.0])}
     ) == {0: 7}
 
@@ -166,7 +178,7 @@ def test_mentions_with_reported_numbers():
     )
     con.register("papers_frame", papers)
     con.execute("create table papers as select * from papers_frame")
-    aggregate.stage_vocabulary(con)
+    mentions.stage_vocabulary(con)
     rows = con.execute(read_sql("mentions")).fetchall()
     found = {(r[0], r[1], r[2]): r[3] for r in rows}
     assert found == {
@@ -185,7 +197,7 @@ def test_mention_macros_compile_each_pattern_as_a_constant():
     """A pattern with a quote, and one given twice: each is one branch, read as written."""
     con = connect(extensions=())
     patterns = [r"\bO'Neil score\b", r"\bFID\b", r"\bFID\b"]
-    text = aggregate.mention_macros(patterns)
+    text = mentions.mention_macros(patterns)
     assert text.count("when '\\bFID\\b' then") == 2  # one in each macro
     con.execute(text)
     abstract = "We report an O'Neil score of 71.5% and FID = 2.1 on faces."
@@ -209,7 +221,7 @@ def test_mentions_of_a_few_papers_compile_only_the_patterns_they_mention(monkeyp
     )
     con.register("papers_frame", papers)
     con.execute("create table papers as select * from papers_frame")
-    aggregate.stage_vocabulary(con)
+    mentions.stage_vocabulary(con)
     constant = con.execute(read_sql("mentions")).fetchall()
     each_row = con.execute("select getvariable('macros_each_row')").fetchone()[0]
     assert "case pattern" not in each_row and "' || pattern || '" in each_row
@@ -225,16 +237,16 @@ def test_mentions_of_a_few_papers_compile_only_the_patterns_they_mention(monkeyp
 
     con.execute(con.execute("select getvariable('macros')").fetchone()[0])
     used = []
-    over_papers = aggregate.over_papers
+    over_papers = paper_rows.over_papers
 
     def spy(con, frame, sql):
         used.append((frame.height, "CASE" in definition().upper()))
         return over_papers(con, frame, sql)
 
-    monkeypatch.setattr(aggregate, "over_papers", spy)
-    rows = aggregate.PaperRows(con, None, "mentions", ("mention_vocabulary",), papers)
-    few = rows.run_over(con, papers["paper_id"].head(aggregate.MACRO_ROWS_MAX))
-    monkeypatch.setattr(aggregate, "MACRO_ROWS_MAX", 10)
+    monkeypatch.setattr(paper_rows, "over_papers", spy)
+    rows = paper_rows.PaperRows(con, None, "mentions", ("mention_vocabulary",), papers)
+    few = rows.run_over(con, papers["paper_id"].head(mentions.MACRO_ROWS_MAX))
+    monkeypatch.setattr(paper_rows, "MACRO_ROWS_MAX", 10)
     many = rows.run_over(con, papers["paper_id"])
     assert used == [(40, False), (40, True)]
     assert "CASE" in definition().upper()  # the constant form again
@@ -273,9 +285,7 @@ def test_derived_tables_in_sql():
         "2026 as year, 5 as records_seen, 5 as accepted, 0 as rejected, null as error"
     )
     con.execute("create table paper_sources as select paper_id, source_path, record_no from papers")
-    counts = aggregate.build_aggregates(
-        con, papers, embeddings, k=2, threshold=0.99, n_topics=3, seed=7
-    )
+    counts = build.build_tables(con, papers, embeddings, TINY)
     assert counts["neighbors"] == 10
     assert counts["duplicates"] == 2
     assert con.execute("select paper_a, paper_b, kind from duplicates order by 1").fetchall() == [
@@ -341,14 +351,14 @@ def test_updating_last_runs_lists_equals_searching_again(new_among_old):
     def matrix(ids):
         return np.stack([vector_of[p] for p in ids])
 
-    previous = aggregate.candidates(before, matrix(before), 32, 0.8, "exact")
-    whole = aggregate.candidates(now, matrix(now), 32, 0.8, "exact")
+    previous = neighbours.candidates(before, matrix(before), 32, 0.8, "exact")
+    whole = neighbours.candidates(now, matrix(now), 32, 0.8, "exact")
     # Kept trimmed: each list's top 10 and its rows at 0.8 or more (405 lists have more
     # than 10 such rows, 14 reach the width of 32).
-    fresh = aggregate.trim_lists(whole, 10, 0.8)
+    fresh = neighbours.trim_lists(whole, 10, 0.8)
     assert 880 * 10 < fresh.height < whole.height
-    trimmed = aggregate.trim_lists(previous, 10, 0.8)
-    updated = aggregate.update_candidates(now, matrix(now), 32, trimmed, before, 10, 0.8)
+    trimmed = neighbours.trim_lists(previous, 10, 0.8)
+    updated = neighbour_lists.update_candidates(now, matrix(now), 32, trimmed, before, 10, 0.8)
     assert updated.height == fresh.height
     pairs = updated.join(fresh, on=["paper_id", "neighbor_id"], how="full", suffix="_fresh")
     assert pairs["score"].null_count() == pairs["score_fresh"].null_count() == 0
@@ -359,8 +369,8 @@ def test_updating_last_runs_lists_equals_searching_again(new_among_old):
     assert runs.struct.field("value").n_unique() == runs.len() == 880
     ranked = updated.sort(["paper_id", "score", "neighbor_id"], descending=[False, True, False])
     assert updated.sort("paper_id", maintain_order=True).equals(ranked)
-    top, near = aggregate.split_candidates(updated, 10, 0.8)
-    top_fresh, near_fresh = aggregate.split_candidates(whole, 10, 0.8)
+    top, near = neighbours.split_candidates(updated, 10, 0.8)
+    top_fresh, near_fresh = neighbours.split_candidates(whole, 10, 0.8)
 
     def ids(frame: pl.DataFrame) -> pl.DataFrame:
         return frame.select("paper_id", "neighbor_id").sort("paper_id", maintain_order=True)
@@ -402,7 +412,7 @@ def fitted(centres: int, fit: int, per: int, seed: int, old_seed: int):
     centre_rows = unit(np.random.default_rng(seed).normal(size=(centres, 64)))
     old = themes(centre_rows[:fit], per, seed=old_seed)
     old_ids = [f"a{i:03d}" for i in range(len(old))]
-    topics, centroids, note = aggregate.cluster_topics(old_ids, old, fit, seed=42)
+    topics, centroids, note = topic_model.cluster_topics(old_ids, old, fit, seed=42)
     return centre_rows, old, old_ids, topics, note, as_previous(centroids)
 
 
@@ -411,7 +421,7 @@ def test_a_new_dense_theme_becomes_a_new_topic_and_old_ids_persist():
     assert note == "fit: 5 topics"
     new = themes(centres[5:], 40, seed=2)  # 40 papers on a theme no topic covers
     ids = old_ids + [f"b{i:03d}" for i in range(40)]
-    grown, _, note = aggregate.cluster_topics(
+    grown, _, note = topic_model.cluster_topics(
         ids, np.vstack([old, new]), None, 42, previous, previous_papers=pl.Series(old_ids)
     )
     assert note.startswith("updated: 40 papers new") and note.endswith("1 new topics (40 papers)")
@@ -424,7 +434,7 @@ def test_a_new_dense_theme_becomes_a_new_topic_and_old_ids_persist():
     # 40 new papers on the old themes form no topic: they join theirs.
     same = themes(centres[:5], 8, seed=6)
     ids = old_ids + [f"c{i:03d}" for i in range(40)]
-    joined, _, note = aggregate.cluster_topics(
+    joined, _, note = topic_model.cluster_topics(
         ids, np.vstack([old, same]), None, 42, previous, previous_papers=pl.Series(old_ids)
     )
     assert note.endswith("0 new topics (0 papers)")
@@ -442,11 +452,11 @@ def test_papers_that_fit_no_topic_gather_across_runs_into_a_new_topic():
     theme = themes(centres[5:], 12, seed=2)
     first, second = [f"b{i:03d}" for i in range(6)], [f"c{i:03d}" for i in range(6)]
     ids = old_ids + first
-    _, centroids, note = aggregate.cluster_topics(
+    _, centroids, note = topic_model.cluster_topics(
         ids, np.vstack([old, theme[:6]]), None, 42, previous, previous_papers=pl.Series(old_ids)
     )
     assert note.startswith("updated: 6 papers new") and note.endswith("0 new topics (0 papers)")
-    grown, _, note = aggregate.cluster_topics(
+    grown, _, note = topic_model.cluster_topics(
         ids + second, np.vstack([old, theme]), None, 42, as_previous(centroids),
         previous_papers=pl.Series(ids),
     )  # fmt: skip
@@ -465,7 +475,7 @@ def test_a_paper_keeps_its_topic_while_it_fits_there():
     centres = np.vstack([near, unit(near + 0.3 * unit(rng.normal(size=(1, 64))))])
     old = themes(centres, 100, seed=12)
     old_ids = [f"a{i:03d}" for i in range(200)]
-    topics, centroids, _ = aggregate.cluster_topics(old_ids, old, 2, seed=42)
+    topics, centroids, _ = topic_model.cluster_topics(old_ids, old, 2, seed=42)
     previous = as_previous(centroids)
     c0, c1 = (unit(previous[t][None])[0] for t in (0, 1))
     b, m = unit([1.05 * c0 + c1, c0 - 0.5 * c1])
@@ -474,7 +484,7 @@ def test_a_paper_keeps_its_topic_while_it_fits_there():
     given = topics.select("paper_id", "topic_id")
     given = pl.concat([given, pl.DataFrame({"paper_id": ["b", "m"], "topic_id": [1, 1]},
                                            schema=given.schema)])  # fmt: skip
-    kept, _, note = aggregate.cluster_topics(
+    kept, _, note = topic_model.cluster_topics(
         ids, vectors, None, 42, previous, previous_papers=given["paper_id"],
         previous_assignments=given,
     )  # fmt: skip
@@ -482,7 +492,7 @@ def test_a_paper_keeps_its_topic_while_it_fits_there():
     after = dict(kept.select("paper_id", "topic_id").rows())
     assert (after["b"], after["m"]) == (1, 0)
     assert all(after[p] == t for p, t in topics.select("paper_id", "topic_id").rows())
-    afresh, _, _ = aggregate.cluster_topics(
+    afresh, _, _ = topic_model.cluster_topics(
         ids, vectors, None, 42, previous, previous_papers=given["paper_id"]
     )
     assert dict(afresh.select("paper_id", "topic_id").rows())["b"] == 0
@@ -491,9 +501,9 @@ def test_a_paper_keeps_its_topic_while_it_fits_there():
 def test_near_rows_are_the_new_papers_and_the_outliers_close_to_one():
     vectors = unit([[1, 0, 0], [0.9, 0.3, 0], [0, 0, 1], [0.2, 1, 0], [0, 1, 0.1]])
     fresh, outliers = np.array([0, 4]), np.array([1, 2, 3])
-    assert aggregate.near_rows(vectors, outliers, fresh, 0.9).tolist() == [0, 1, 3, 4]
-    assert aggregate.near_rows(vectors, outliers, fresh, 0.99).tolist() == [0, 4]
-    assert aggregate.near_rows(vectors, outliers, fresh[:0], 0.5).tolist() == []
+    assert topic_groups.near_rows(vectors, outliers, fresh, 0.9).tolist() == [0, 1, 3, 4]
+    assert topic_groups.near_rows(vectors, outliers, fresh, 0.99).tolist() == [0, 4]
+    assert topic_groups.near_rows(vectors, outliers, fresh[:0], 0.5).tolist() == []
 
 
 def test_unrelated_papers_are_not_close_to_the_rest_of_their_group():
@@ -502,16 +512,16 @@ def test_unrelated_papers_are_not_close_to_the_rest_of_their_group():
     members = np.eye(10, 16, dtype=np.float32)
     centre = unit(members.mean(axis=0, keepdims=True))[0]
     assert np.isclose((members @ centre).mean(), 1 / np.sqrt(10))
-    assert np.allclose(aggregate.closeness_to_the_rest(members), 0.0, atol=1e-12)
+    assert np.allclose(topic_groups.closeness_to_the_rest(members), 0.0, atol=1e-12)
 
 
 def test_a_group_stands_apart_only_beyond_chance():
     """Ten papers each 0.05 closer to one another than to their old topic stand apart;
     the same mean gain spread over -0.45 to +0.55 does not, nor does a loss."""
-    assert aggregate.stands_apart(np.full(10, 0.05) + np.linspace(-0.01, 0.01, 10))
-    assert not aggregate.stands_apart(np.linspace(-0.45, 0.55, 10))
-    assert not aggregate.stands_apart(np.full(10, -0.05))
-    assert not aggregate.stands_apart(np.array([0.3]))
+    assert topic_groups.stands_apart(np.full(10, 0.05) + np.linspace(-0.01, 0.01, 10))
+    assert not topic_groups.stands_apart(np.linspace(-0.45, 0.55, 10))
+    assert not topic_groups.stands_apart(np.full(10, -0.05))
+    assert not topic_groups.stands_apart(np.array([0.3]))
 
 
 @settings(max_examples=40, deadline=None)
@@ -523,7 +533,7 @@ def test_closeness_to_the_rest_is_each_papers_cosine_to_the_others_mean(n, seed)
             np.float64).sum(axis=0, keepdims=True))[0]
         for i in range(n)
     ]  # fmt: skip
-    assert np.allclose(aggregate.closeness_to_the_rest(members), expected, atol=1e-6)
+    assert np.allclose(topic_groups.closeness_to_the_rest(members), expected, atol=1e-6)
 
 
 @settings(max_examples=40, deadline=None)
@@ -548,9 +558,9 @@ def test_average_linkage_groups_as_scikit_learn(n, centres, distance, copies, se
     expected = AgglomerativeClustering(
         n_clusters=None, metric="cosine", linkage="average", distance_threshold=distance
     ).fit(rows)
-    assert partition(aggregate.average_linkage(rows, distance)) == partition(expected.labels_)
-    parts = aggregate.linked_parts(rows, distance)
-    grouped = aggregate.average_linkage(rows, distance, parts)
+    assert partition(topic_groups.average_linkage(rows, distance)) == partition(expected.labels_)
+    parts = topic_groups.linked_parts(rows, distance)
+    grouped = topic_groups.average_linkage(rows, distance, parts)
     assert partition(grouped) == partition(expected.labels_)
 
 
@@ -566,10 +576,10 @@ def test_linked_parts_join_rows_through_near_pairs_across_blocks():
         unit(axes[1] + 0.01 * rng.normal(size=(499, 16))),
         unit(axes[2] + 0.01 * rng.normal(size=(100, 16))),
     ])  # fmt: skip
-    parts = aggregate.linked_parts(rows, 0.35)
+    parts = topic_groups.linked_parts(rows, 0.35)
     assert len(set(parts[:3000])) == 1 and len(set(parts[3000:])) == 1
     assert parts[0] != parts[3000]
-    apart = aggregate.linked_parts(np.delete(rows, 2500, axis=0), 0.35)
+    apart = topic_groups.linked_parts(np.delete(rows, 2500, axis=0), 0.35)
     assert len({apart[0], apart[1000], apart[2999]}) == 3
 
 
@@ -587,19 +597,19 @@ def test_the_grouping_limit_cuts_a_large_linked_part_instead_of_refitting(monkey
     ])  # fmt: skip
     ids = old_ids + [f"b{i:03d}" for i in range(len(new))]
     sizes = []
-    grouped = aggregate.linkage_groups
+    grouped = topic_groups.linkage_groups
 
     def counted(rows, distance):
         sizes.append(len(rows))
         return grouped(rows, distance)
 
-    monkeypatch.setattr(aggregate, "linkage_groups", counted)
-    monkeypatch.setattr(aggregate, "LINKED_PARTS_ROWS", 5)
+    monkeypatch.setattr(topic_groups, "linkage_groups", counted)
+    monkeypatch.setattr(topic_groups, "LINKED_PARTS_ROWS", 5)
     runs = {}
     for limit in (40, 20):
-        monkeypatch.setattr(aggregate, "TOPIC_OUTLIERS_MAX", limit)
+        monkeypatch.setattr(topic_groups, "TOPIC_OUTLIERS_MAX", limit)
         sizes.clear()
-        assigned, _, note = aggregate.cluster_topics(
+        assigned, _, note = topic_model.cluster_topics(
             ids, np.vstack([old, new]), None, 42, previous, previous_papers=pl.Series(old_ids)
         )
         after = dict(assigned.select("paper_id", "topic_id").rows())
@@ -624,13 +634,13 @@ def test_cut_parts_keeps_pieces_within_the_limit_and_apart_from_other_parts():
         [clustered(50, dim=16, centres=3, seed=1), np.repeat(unit([[1] + [0] * 15]), 30, 0)]
     )
     parts = np.array([0] * 50 + [1] * 30)
-    pieces = aggregate.cut_parts(rows, parts, 12)
+    pieces = topic_groups.cut_parts(rows, parts, 12)
     counts = np.bincount(pieces)
     assert counts.max() <= 12 and counts[counts > 0].sum() == 80
     for piece in np.unique(pieces):
         assert len(set(parts[pieces == piece])) == 1
-    assert np.array_equal(pieces, aggregate.cut_parts(rows, parts, 12))
-    assert np.array_equal(aggregate.cut_parts(rows, parts, 50), parts)
+    assert np.array_equal(pieces, topic_groups.cut_parts(rows, parts, 12))
+    assert np.array_equal(topic_groups.cut_parts(rows, parts, 50), parts)
     copies = pieces[50:]
     assert len(np.unique(copies)) >= 3
 
@@ -640,12 +650,12 @@ def test_a_topic_keeps_its_centroid_while_its_papers_mean_stays_near_it():
     centres = unit(rng.normal(size=(3, 64)))
     old = themes(centres, 200, seed=8)  # 600 papers on 3 themes
     old_ids = [f"a{i:03d}" for i in range(600)]
-    topics, centroids, _ = aggregate.cluster_topics(old_ids, old, 3, seed=42)
+    topics, centroids, _ = topic_model.cluster_topics(old_ids, old, 3, seed=42)
     previous = as_previous(centroids)
     # Two papers join one topic: every old paper's row is the same, bit for bit.
     new = themes(centres[:1], 2, seed=9)
     ids = old_ids + ["b000", "b001"]
-    grown, grown_centroids, note = aggregate.cluster_topics(
+    grown, grown_centroids, note = topic_model.cluster_topics(
         ids, np.vstack([old, new]), None, 42, previous, previous_papers=pl.Series(old_ids)
     )
     assert note.startswith("updated: 2 papers new")
@@ -658,7 +668,7 @@ def test_a_topic_keeps_its_centroid_while_its_papers_mean_stays_near_it():
     for degrees, stays in ((1.0, True), (3.0, False)):
         angle = np.radians(degrees)
         held = (np.cos(angle) * mean + np.sin(angle) * side).astype(np.float32)
-        frame, made = aggregate.topic_frames(old_ids[:200], old[:200], labels, {0: 0}, {0: held})
+        frame, made = topic_model.topic_frames(old_ids[:200], old[:200], labels, {0: 0}, {0: held})
         centroid = np.asarray(made["centroid"][0], dtype=np.float32)
         assert np.array_equal(centroid, held) is stays
         assert np.allclose(centroid, held if stays else mean, atol=1e-6)
@@ -670,9 +680,9 @@ def test_topics_drift_or_a_request_refit_them():
     centres, old, old_ids, _, _, previous = fitted(8, 4, 60, 3, 4)
     new = themes(centres[4:], 40, seed=5)  # 160 papers, 40% of the corpus, fit no topic
     ids = old_ids + [f"b{i:03d}" for i in range(160)]
-    _, _, note = aggregate.cluster_topics(ids, np.vstack([old, new]), None, 42, previous)
+    _, _, note = topic_model.cluster_topics(ids, np.vstack([old, new]), None, 42, previous)
     assert note.startswith("re-fit: more than 25% of papers fit no old topic (drift)")
-    _, _, asked = aggregate.cluster_topics(old_ids, old, None, 42, previous, refit=True)
+    _, _, asked = topic_model.cluster_topics(old_ids, old, None, 42, previous, refit=True)
     assert asked.startswith("re-fit on request")
 
 
@@ -731,18 +741,18 @@ def test_labels_stay_unique_when_many_topics_share_their_terms():
 def test_stop_words_are_scikit_learns_without_importing_it():
     from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS
 
-    assert aggregate.english_stop_words() == ENGLISH_STOP_WORDS
-    assert len(aggregate.english_stop_words()) == 318
+    assert topic_terms.english_stop_words() == ENGLISH_STOP_WORDS
+    assert len(topic_terms.english_stop_words()) == 318
 
 
 def test_top_k_is_each_rows_highest_scores_highest_first():
     rng = np.random.default_rng(7)
     block = rng.standard_normal((50, 40)).astype(np.float32)
-    cols, scores = aggregate.top_k(block, 5)
+    cols, scores = neighbours.top_k(block, 5)
     expected = np.sort(block, axis=1)[:, ::-1][:, :5]
     assert np.array_equal(scores, expected)
     assert np.array_equal(np.take_along_axis(block, cols, axis=1), expected)
-    every, _ = aggregate.top_k(block, 40)  # k as wide as the block
+    every, _ = neighbours.top_k(block, 40)  # k as wide as the block
     assert sorted(every[0].tolist()) == list(range(40))
 
 
@@ -800,21 +810,20 @@ def aggregated(papers: pl.DataFrame, cache=None) -> dict[str, list[tuple]]:
         "2026 as year, 0 as records_seen, 0 as accepted, 0 as rejected, null as error"
     )
     con.execute("create table paper_sources as select paper_id, source_path, record_no from papers")
-    aggregate.build_aggregates(con, papers, embeddings, k=2, threshold=0.99, n_topics=3, seed=7,
-                               cache=cache)  # fmt: skip
+    build.build_tables(con, papers, embeddings, TINY, cache=cache)
     return {t: sorted(con.table(t).fetchall()) for t in ("mentions", "topic_terms")}
 
 
 def papers_read(monkeypatch) -> list[list[str]]:
     """The papers each PaperRows build runs its SQL over from now on, a list per build."""
     read: list[list[str]] = []
-    run_over = aggregate.PaperRows.run_over
+    run_over = paper_rows.PaperRows.run_over
 
     def spy(self, con, papers):
         read.append(sorted(papers))
         return run_over(self, con, papers)
 
-    monkeypatch.setattr(aggregate.PaperRows, "run_over", spy)
+    monkeypatch.setattr(paper_rows.PaperRows, "run_over", spy)
     return read
 
 
@@ -858,9 +867,9 @@ def test_the_cache_of_per_paper_rows_is_keyed_by_the_macros_defined(tmp_path, mo
     read = papers_read(monkeypatch)
     aggregated(papers, tmp_path)
     assert read == [[], []]
-    edited = aggregate.mention_macros
+    edited = mentions.mention_macros
     monkeypatch.setattr(
-        aggregate, "mention_macros", lambda p, **form: edited(p, **form) + "\n-- edited"
+        mentions, "mention_macros", lambda p, **form: edited(p, **form) + "\n-- edited"
     )
     aggregated(papers, tmp_path)
     assert read[2:] == [papers["paper_id"].sort().to_list()] * 2
@@ -871,7 +880,7 @@ def test_a_run_that_only_adds_papers_adds_a_part_to_the_cache(tmp_path, monkeypa
     rewritten), and the tables equal a build from scratch; PaperRows.PARTS_MAX parts are
     joined into one whole, and a run that drops a paper rewrites the whole too."""
     every = corpus_papers(40)
-    monkeypatch.setattr(aggregate.PaperRows, "PARTS_MAX", 3)
+    monkeypatch.setattr(paper_rows.PaperRows, "PARTS_MAX", 3)
 
     def files() -> list[list[str]]:
         folders = sorted(f for f in tmp_path.iterdir() if f.is_dir())
@@ -914,9 +923,9 @@ def topic_terms_of(abstracts: dict[str, str], topics: dict[str, int], cache=None
         {"paper_id": list(topics), "topic_id": list(topics.values())},
         schema={"paper_id": pl.String, "topic_id": pl.Int32},
     )
-    con = staged({"papers": papers, "paper_topics": assigned, "stopwords": aggregate.stopwords()})
-    con.execute(f"set variable topic_terms = {aggregate.TOPIC_TERMS}")
-    aggregate.count_topic_terms(con, cache, assigned, papers)
+    con = staged({"papers": papers, "paper_topics": assigned, "stopwords": topic_terms.stopwords()})
+    con.execute(f"set variable topic_terms = {topic_terms.TOPIC_TERMS}")
+    topic_terms.count_topic_terms(con, cache, assigned, papers)
     terms = con.execute(f"select * from ({read_sql('topic_terms')}) order by all").fetchall()
     return terms, sorted(con.table("term_counts").fetchall())
 
@@ -927,7 +936,7 @@ def reference_topic_terms(abstracts: dict[str, str], topics: dict[str, int]) -> 
     import math
     import re
 
-    stop = set(aggregate.stopwords()["word"])
+    stop = set(topic_terms.stopwords()["word"])
     kept = {
         paper: [
             (position, word)
@@ -963,7 +972,7 @@ def reference_topic_terms(abstracts: dict[str, str], topics: dict[str, int]) -> 
             ranked.setdefault(topic, []).append((-weight, " " not in term, term, count))
     rows = []
     for topic, entries in ranked.items():
-        for rank, (weight, _, term, count) in enumerate(sorted(entries)[: aggregate.TOPIC_TERMS]):
+        for rank, (weight, _, term, count) in enumerate(sorted(entries)[: topic_terms.TOPIC_TERMS]):
             rows.append((topic, term, count, df[term], round(-weight, 6), rank + 1))
     return sorted(rows)
 
@@ -1027,13 +1036,13 @@ def test_topic_terms_follow_papers_that_came_left_moved_or_changed(tmp_path, mon
     now |= {f"p{i}": i % 3 for i in range(30, 35)} | {"p11": 0}
     texts = {p: abstracts[p] for p in now} | {"p05": SENTENCES[2] + " " + SENTENCES[6]}
     changed: list[pl.DataFrame] = []
-    changed_tokens = aggregate.changed_tokens
+    changed_tokens = topic_terms.changed_tokens
 
     def spy(*args):
         changed.append(changed_tokens(*args))
         return changed[-1]
 
-    monkeypatch.setattr(aggregate, "changed_tokens", spy)
+    monkeypatch.setattr(topic_terms, "changed_tokens", spy)
     incremental = topic_terms_of(texts, now, tmp_path)
     monkeypatch.undo()
     read = {
@@ -1111,7 +1120,7 @@ def test_top_k_gives_each_rows_highest_scores_in_order(rows, n, k, levels, seed)
     rng = np.random.default_rng(seed)
     block = (rng.integers(0, levels, size=(rows, n)) / levels).astype(np.float32)
     block[np.arange(rows), rng.integers(0, n, size=rows)] = -np.inf  # each row's own paper
-    cols, scores = aggregate.top_k(block, k)
+    cols, scores = neighbours.top_k(block, k)
     assert cols.shape == scores.shape == (rows, k)
     np.testing.assert_array_equal(scores, -np.sort(-block, axis=1)[:, :k])
     np.testing.assert_array_equal(np.take_along_axis(block, cols, axis=1), scores)
@@ -1137,7 +1146,7 @@ def test_split_candidates_rank_each_papers_rows_in_order(lengths, k, shuffled, s
     )  # fmt: skip
     if shuffled:
         found = found.sample(fraction=1.0, shuffle=True, seed=seed % 2**31)
-    top, pairs = aggregate.split_candidates(found, k, 0.5)
+    top, pairs = neighbours.split_candidates(found, k, 0.5)
     seen: dict[str, int] = {}
     expected = []
     for row in found.iter_rows(named=True):
@@ -1167,7 +1176,7 @@ def test_list_ends_are_each_lists_length_and_lowest_score(lengths, levels, order
     if order == "shuffled":
         lists = lists.sample(fraction=1.0, shuffle=True, seed=seed % 2**31)
     expected = lists.group_by("paper_id").agg(pl.len(), floor=pl.col("score").min())
-    got = aggregate.list_ends(lists)
+    got = neighbour_lists.list_ends(lists)
     assert got.sort("paper_id").equals(expected.sort("paper_id"))
     assert got.height == len(lengths)
 
@@ -1176,7 +1185,7 @@ def test_list_ends_are_each_lists_length_and_lowest_score(lengths, levels, order
 @given(shape=st.tuples(st.integers(0, 40), st.integers(1, 40)), seed=st.integers(0, 2**32 - 1))
 def test_positions_are_nonzeros_in_row_order(shape, seed):
     mask = np.random.default_rng(seed).random(shape) < 0.3
-    rows, cols = aggregate.positions(mask)
+    rows, cols = neighbours.positions(mask)
     expected_rows, expected_cols = np.nonzero(mask)
     np.testing.assert_array_equal(rows, expected_rows)
     np.testing.assert_array_equal(cols, expected_cols)
@@ -1187,12 +1196,12 @@ def test_renearest_equals_matching_every_vector_against_every_centroid(seed):
     rng = np.random.default_rng(seed)
     vectors = unit(rng.normal(size=(3000, 16))).astype(np.float32)
     before = unit(rng.normal(size=(12, 16))).astype(np.float32)
-    labels, best = aggregate.nearest_centroids(vectors, before)
+    labels, best = topic_model.nearest_centroids(vectors, before)
     after = np.vstack([before, unit(rng.normal(size=(3, 16)))]).astype(np.float32)
     changed = np.array(sorted({*rng.choice(12, 4, replace=False), 12, 13, 14}))
     after[changed[:4]] = unit(rng.normal(size=(4, 16)))  # four moved, three new
-    again, again_best = aggregate.renearest(vectors, labels, best, after, changed)
-    expected, expected_best = aggregate.nearest_centroids(vectors, after)
+    again, again_best = topic_model.renearest(vectors, labels, best, after, changed)
+    expected, expected_best = topic_model.nearest_centroids(vectors, after)
     assert np.array_equal(again, expected)
     assert np.allclose(again_best, expected_best, atol=1e-6)
     assert set(np.unique(labels)) != set(np.unique(again))  # the change moved papers
@@ -1202,7 +1211,7 @@ def test_label_means_are_each_labels_normalised_mean():
     rng = np.random.default_rng(4)
     vectors = rng.normal(size=(500, 8)).astype(np.float32)
     labels = rng.choice([2, 5, 9], size=500)
-    present, means = aggregate.label_means(vectors, labels)
+    present, means = topic_model.label_means(vectors, labels)
     assert present.tolist() == [2, 5, 9]
     for label, mean in zip(present, means, strict=True):
         expected = vectors[labels == label].mean(axis=0)
@@ -1254,12 +1263,12 @@ def test_exact_scores_are_the_same_bits_whatever_the_block_or_threads():
     vectors = rng.normal(size=(600, 384)).astype(np.float32)
     vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
     with threadpool_limits(2, user_api="blas"):
-        whole = aggregate.exact_rows(vectors, np.arange(600), 10)
+        whole = neighbours.exact_rows(vectors, np.arange(600), 10)
     with threadpool_limits(1, user_api="blas"):
         pieces = [
-            aggregate.exact_rows(vectors, np.arange(a, b), 10) for a, b in ((0, 37), (37, 600))
+            neighbours.exact_rows(vectors, np.arange(a, b), 10) for a, b in ((0, 37), (37, 600))
         ]
-    split = aggregate.concat_triples(pieces)
+    split = neighbours.concat_triples(pieces)
     for got, want in zip(split, whole, strict=True):
         assert np.array_equal(got, want)
     rows, cols, scores = whole
@@ -1270,15 +1279,3 @@ def test_exact_scores_are_the_same_bits_whatever_the_block_or_threads():
     # Each paper's list is best first, ties by column.
     by_row = scores.reshape(600, 10)
     assert (np.diff(by_row, axis=1) <= 0).all()
-
-
-def test_tables_that_read_the_neighbour_lists_are_built_after_the_search(monkeypatch):
-    """The tables of sql/ built while the lists are searched are those that read neither
-    the lists nor a table made from them; one that reads such a table waits too."""
-    assert aggregate.reading_lists() == {"neighbors", "duplicates", "duplicate_groups"}
-    texts = {name: read_sql(name) for name in aggregate.SQL_TABLES}
-    texts["venue_stats"] += "\n-- joined with duplicate_groups"
-    monkeypatch.setattr(aggregate, "read_sql", texts.__getitem__)
-    assert aggregate.reading_lists() == {
-        "neighbors", "duplicates", "duplicate_groups", "venue_stats",
-    }  # fmt: skip

@@ -15,7 +15,7 @@ from flows import embed
 from flows.cli import app
 from flows.core.cluster import ClusterError, check_spec, task_runner
 from flows.core.settings import Settings
-from flows.derive import aggregate
+from flows.derive import neighbours
 from flows.publish import history
 from tests.conftest import SAMPLE_RAW
 
@@ -109,14 +109,14 @@ def test_search_in_row_ranges_equals_one_search(method, tmp_path):
     vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
     vectors[4990:] = vectors[0]  # a crowd of copies: rows the graph search checks exactly
     ids = [f"p{i:05d}" for i in range(len(vectors))]
-    whole = aggregate.candidates(ids, vectors, 32, 0.8, method)
+    whole = neighbours.candidates(ids, vectors, 32, 0.8, method)
     seen = []
 
     def fan(ranges, matrix, graph):  # each range from the files, as a worker reads them
         seen.append((ranges, graph is not None))
-        return [aggregate.search_rows(r, matrix, graph, 32, 0.8) for r in ranges]
+        return [neighbours.search_rows(r, matrix, graph, 32, 0.8) for r in ranges]
 
-    pieces = aggregate.nearest_in_pieces(ids, vectors, 32, 0.8, method, 20_000, tmp_path, fan, 2)
+    pieces = neighbours.nearest_in_pieces(ids, vectors, 32, 0.8, method, 20_000, tmp_path, fan, 2)
     # 10 blocks of BLOCK_ROWS (512) rows, 5 a piece
     assert seen == [([(0, 2560), (2560, 5000)], method == "hnsw")]
     assert pieces.equals(whole)  # bit for bit

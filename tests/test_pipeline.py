@@ -256,7 +256,7 @@ def test_second_version_updates_neighbours_as_a_fresh_search_finds_them(
     import numpy as np
     import polars as pl
 
-    from flows.derive import aggregate
+    from flows.derive import neighbours
     from tests.test_history import add_new_dump
 
     warehouse = tmp_path / "warehouse"
@@ -274,8 +274,8 @@ def test_second_version_updates_neighbours_as_a_fresh_search_finds_them(
         vectors = con.execute("select paper_id, embedding from embeddings order by 1").pl()
     ids = vectors["paper_id"].to_list()
     matrix = np.asarray(vectors["embedding"].to_list(), dtype=np.float32)
-    top, _ = aggregate.split_candidates(
-        aggregate.candidates(ids, matrix, 32, 0.95, "exact"), 10, 0.95
+    top, _ = neighbours.split_candidates(
+        neighbours.candidates(ids, matrix, 32, 0.95, "exact"), 10, 0.95
     )
     fresh = top.with_columns(rank=pl.int_range(1, pl.len() + 1).over("paper_id"))
     both = published.join(fresh, on=["paper_id", "neighbor_id"], how="full", suffix="_fresh")
@@ -325,7 +325,7 @@ def test_above_the_exact_limit_the_graphs_lists_are_updated_not_searched_again(
     import numpy as np
     import polars as pl
 
-    from flows.derive import aggregate
+    from flows.derive import neighbours
     from tests.test_history import add_new_dump
 
     warehouse = tmp_path / "warehouse"
@@ -348,8 +348,8 @@ def test_above_the_exact_limit_the_graphs_lists_are_updated_not_searched_again(
     added = sorted(set(ids) - before)
     assert len(added) == 5
     matrix = np.asarray(vectors["embedding"].to_list(), dtype=np.float32)
-    exact, _ = aggregate.split_candidates(
-        aggregate.candidates(ids, matrix, 32, 0.95, "exact"), 10, 0.95
+    exact, _ = neighbours.split_candidates(
+        neighbours.candidates(ids, matrix, 32, 0.95, "exact"), 10, 0.95
     )
     expected = exact.filter(pl.col("paper_id").is_in(added)).with_columns(
         rank=pl.int_range(1, pl.len() + 1).over("paper_id")

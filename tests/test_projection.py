@@ -77,13 +77,13 @@ def test_old_papers_keep_their_places_and_new_ones_join_their_cluster():
 def test_new_papers_placed_from_exact_lists_land_where_the_full_search_puts_them(width):
     """Lists of 20 hold 5 placed papers for every new one; lists of 6 may not (their papers
     fall back to the search); lists of 3 never do."""
-    from flows.derive import aggregate
+    from flows.derive import neighbours
 
     vectors = clusters(20, n_clusters=4, dim=24, seed=5)
     ids = [f"p{i:02d}" for i in range(len(vectors))]
     old = [i for i in range(80) if i % 5]  # 16 new papers, 4 in each cluster
     before, _ = projection.paper_coordinates([ids[i] for i in old], vectors[old], seed=0)
-    lists = aggregate.candidates(ids, vectors, width, 0.99, "exact")
+    lists = neighbours.candidates(ids, vectors, width, 0.99, "exact")
     searched, _ = projection.paper_coordinates(ids, vectors, seed=0, previous=before)
     listed, note = projection.paper_coordinates(ids, vectors, 0, before, lists)
     assert note == "kept: 64 papers in place, 16 new placed by their neighbours"

@@ -86,12 +86,11 @@ def run(
             from flows.core.settings import collector_paused
 
             with collector_paused():
-                from flows import embed, pipeline, validate  # noqa: F401
-                from flows.derive import aggregate
+                from flows import derive, embed, pipeline, validate  # noqa: F401
 
                 embed.load_model(settings.model, settings.device, settings.precision)
                 validate.warm_up()
-                aggregate.warm_up()
+                derive.warm_up()
 
         # Start-up: the Prefect API, and the stages' imports and the model, side by side.
         with run_api(settings, while_starting=load_stages):

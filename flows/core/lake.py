@@ -18,10 +18,12 @@ from flows.core.errors import CatalogUnreachable, WarehouseBusy, WarehouseError
 from flows.core.settings import SQL_DIR, Settings
 
 if TYPE_CHECKING:
+    import polars as pl
     import psycopg
 
 EXTENSIONS = ("ducklake", "vss", "fts")
 LAKE = "lake"
+STAGE = "memory.main"  # a connection's own database, where frames are staged for SQL
 
 
 ATTACH_WAIT_SECONDS = 60
@@ -315,6 +317,21 @@ def open_lake(
 def read_sql(name: str) -> str:
     """The text of sql/<name>.sql."""
     return (SQL_DIR / f"{name}.sql").read_text()
+
+
+def stage_frames(con: duckdb.DuckDBPyConnection, frames: dict[str, pl.DataFrame]) -> None:
+    """Create memory.main.<name> from each frame, in one script."""
+    for name, frame in frames.items():
+        con.register(f"{name}_frame", frame)
+    if frames:
+        con.execute(
+            ";\n".join(
+                f"create or replace table {STAGE}.{name} as select * from {name}_frame"
+                for name in frames
+            )
+        )
+    for name in frames:
+        con.unregister(f"{name}_frame")
 
 
 def published_versions(con: duckdb.DuckDBPyConnection) -> list[int]:

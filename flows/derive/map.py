@@ -22,7 +22,7 @@ PERPLEXITY = 30.0
 PCA_DIMS = 50  # t-SNE's neighbour search runs on this many principal components
 # t-SNE's iterations, 250 of them early exaggeration. Half of scikit-learn's default 1,000
 # keeps 10-neighbour trustworthiness (826 real abstracts of ../corpora: 0.9638 against
-# 0.9643; 1,000 generated ones: 0.9027 against 0.9014) in half the time (0.85 s, 1.61 s).
+# 0.9643; 1,000 generated ones: 0.9027 against 0.9014) in about half the time.
 TSNE_ITERATIONS = 500
 DIGITS = 5  # coordinates are rounded: same inputs, same published bytes
 SCHEMA = {"paper_id": pl.String, "x": pl.Float64, "y": pl.Float64}
@@ -32,7 +32,7 @@ def project(vectors: np.ndarray, seed: int) -> np.ndarray:
     """2-D coordinates in [-1, 1] for unit-norm `vectors`: a t-SNE (`fit_map`) of at most
     MAP_FIT_MAX of them, a seeded sample, and the others placed among their nearest
     sampled papers (`place`), so a large warehouse's map costs about what 10,000 papers'
-    does (t-SNE took 900 s of a 50,000-paper run on 2 cores)."""
+    does: t-SNE's time grows faster than its papers."""
     n = len(vectors)
     if n <= MAP_FIT_MAX:
         return fit_map(vectors, seed)
@@ -49,10 +49,10 @@ def fit_map(vectors: np.ndarray, seed: int) -> np.ndarray:
 
     t-SNE on cosine distance, perplexity 30 (less for small sets: it must stay below the
     number of papers), PCA initialisation (stable layout, seeded), after a reduction to
-    PCA_DIMS components (5,000 papers: 27 s where 55 s without). On 1,000 and 5,000
-    clustered 384-d vectors (2 busy cores) it takes 19 s and 27 s and keeps 10-neighbour
-    trustworthiness at 0.99 and 0.98, where PCA's two axes give 0.90 and 0.89. Below five
-    papers there is nothing to preserve: their first two principal components are used.
+    PCA_DIMS components, which about halves its time. On 1,000 and 5,000 clustered 384-d
+    vectors it keeps 10-neighbour trustworthiness at 0.99 and 0.98, where PCA's two axes
+    give 0.90 and 0.89. Below five papers there is nothing to preserve: their first two
+    principal components are used.
     """
     n = len(vectors)
     if n == 0:
@@ -114,8 +114,7 @@ def place_by_lists(
 ) -> tuple[np.ndarray, np.ndarray]:
     """`place` for new papers from their candidate lists (paper_id, neighbor_id, score):
     the PLACE_NEIGHBOURS most similar placed papers on each list, the same weights. Where
-    the lists are exact this is `place`, without a new papers x placed papers product
-    (1.3 s of a run adding 1,000 papers to 100,000).
+    the lists are exact this is `place`, without a new papers x placed papers product.
 
     Returns:
         coordinates, one row per new paper, and whether each was placed: a list with fewer
@@ -161,7 +160,7 @@ def paper_coordinates(
         ids: paper ids, one per row of `vectors` (unit norm).
         previous: each paper's place in the previous version (paper_id, x, y); its papers
             keep their places unless more than MAP_REFIT_SHARE of `ids` are new. A frame,
-            not a dict: at 100,000 papers a join takes 0.01 s where a dict took 0.06 s.
+            not a dict: a join is quicker than a dict of every paper.
         lists: each paper's nearest papers (paper_id, neighbor_id, score), as the
             neighbour stage found them: new papers are placed from these (`place_by_lists`)
             where they hold enough placed papers.

@@ -1,14 +1,36 @@
 """Each paper's neighbour lists kept between runs, so that a run updates them (sealed and
-checked when read: flows/core/cache.py)."""
+checked when read: flows/core/cache.py) instead of searching every paper again."""
 
 from __future__ import annotations
 
 import hashlib
 from pathlib import Path
+from typing import Any
 
+import numpy as np
 import polars as pl
 
 from flows.core import cache
+from flows.core.cluster import cluster_workers, fan_out
+from flows.core.run_record import run_logger
+from flows.core.settings import Settings
+from flows.derive.neighbours import (
+    BEST_FIRST,
+    CANDIDATE_SCHEMA,
+    PAIR_CAP,
+    TOP_K_ROWS,
+    Triples,
+    candidates,
+    concat_triples,
+    exact_rows,
+    id_frame,
+    nearest_in_pieces,
+    neighbor_method,
+    pair_scores,
+    paper_runs,
+    positions,
+    trim_lists,
+)
 
 
 class NeighbourLists:
@@ -55,3 +77,166 @@ def check_lists(lists: pl.DataFrame) -> str | None:
     if not scores.is_finite().all() or (scores.abs() > 1 + 1e-4).any():
         return "scores that are not cosines"
     return None
+
+
+def update_candidates(
+    ids: list[str],
+    vectors: np.ndarray,
+    width: int,
+    previous: pl.DataFrame,
+    previous_ids: list[str],
+    k: int,
+    threshold: float,
+) -> pl.DataFrame:
+    """`candidates` (exact) as `trim_lists` keeps them, from the lists of a previous set of
+    papers: work grows with the papers added or removed times all papers, never with all
+    papers squared.
+
+    New papers are searched against all; an old paper's list gains the new papers that
+    enter it; an old paper that lost a listed neighbour is searched again. Equal to
+    searching everything again, up to float rounding of the scores. Lists that no new
+    paper enters are kept as they are, in their rows.
+
+    Args:
+        previous: the candidate lists of `previous_ids` (vectors unchanged since), trimmed
+            (`trim_lists`) by the same `k` and `threshold`.
+    """
+    n = len(ids)
+    take = min(width, n - 1)
+    if n == 0 or take <= 0:
+        return pl.DataFrame(schema=CANDIDATE_SCHEMA)
+    current = pl.Series(ids, dtype=pl.String)
+    position = pl.DataFrame({"paper_id": current, "row": np.arange(n, dtype=np.int64)})
+    gone = pl.Series(sorted(set(previous_ids).difference(ids)), dtype=pl.String)
+    kept = previous.filter(pl.col("paper_id").is_in(current.implode()))
+    broken = kept.filter(pl.col("neighbor_id").is_in(gone.implode()))["paper_id"].unique()
+    intact = kept.filter(~pl.col("paper_id").is_in(broken.implode()))
+    # A list shorter than k (the set was smaller) could miss old papers: search again.
+    ends = list_ends(intact).join(position, on="paper_id")
+    whole = ends.filter(pl.col("len") >= min(k, take))
+    intact = intact.filter(pl.col("paper_id").is_in(whole["paper_id"].implode()))
+    is_new = ~current.is_in(pl.Series(previous_ids, dtype=pl.String).implode()).to_numpy()
+    listed = np.zeros(n, bool)
+    listed[whole["row"].to_numpy()] = True
+    search = np.flatnonzero(~listed)  # new papers and old ones whose lists broke
+    # Only lists a new paper enters change: their lowest score is what a newcomer must
+    # reach (no other paper's list takes one). The new papers' products with all papers,
+    # made for their own lists, tell which.
+    # A list of fewer than `take` rows was trimmed: a newcomer at the threshold enters it
+    # too (a float32 at or below it: one that enters in vain is trimmed again).
+    at_threshold = np.nextafter(np.float32(threshold), np.float32(-np.inf))
+    short = (whole["len"] < take).to_numpy()
+    floor = whole["floor"].to_numpy().astype(np.float32)  # float32 scores
+    floors = np.full(n, np.inf, dtype=np.float32)
+    floors[whole["row"].to_numpy()] = np.where(short, np.minimum(floor, at_threshold), floor)
+    matrix = np.ascontiguousarray(vectors, dtype=np.float32)
+    parts: list[Triples] = []
+
+    def enter(here: np.ndarray, block: np.ndarray) -> None:
+        fresh = np.flatnonzero(is_new[here])
+        for start in range(0, len(fresh), TOP_K_ROWS):  # a few rows at a time
+            rows = fresh[start : start + TOP_K_ROWS]
+            # Rows in a run are sliced, not gathered: a slice is a view, not a copy.
+            together = rows[-1] - rows[0] + 1 == len(rows)
+            part = block[rows[0] : rows[-1] + 1] if together else block[rows]
+            at, old = positions(part >= floors)
+            newcomers = here[rows][at]
+            parts.append((old, newcomers, pair_scores(matrix, old, newcomers)))
+
+    searched = trim_lists(id_frame(ids, *exact_rows(matrix, search, width, enter)), k, threshold)
+    came = id_frame(ids, *concat_triples(parts))
+    gaining = came["paper_id"].unique().implode()
+    rank = pl.int_range(pl.len()).over("paper_id")
+    merged = (
+        pl.concat([intact.filter(pl.col("paper_id").is_in(gaining)), came])
+        .sort(**BEST_FIRST)
+        .filter((rank < take) & ((rank < k) | (pl.col("score") >= threshold)))
+    )
+    return pl.concat([searched, merged, intact.filter(~pl.col("paper_id").is_in(gaining))])
+
+
+def list_ends(lists: pl.DataFrame) -> pl.DataFrame:
+    """Each paper's list length and lowest score: paper_id, len, floor.
+
+    Lists kept as NeighbourLists keeps them (each paper's rows together, best first) give
+    both from their runs of equal paper_id, without grouping millions of rows; lists in
+    any other order are grouped.
+    """
+    runs = paper_runs(lists)
+    if runs is not None:
+        ends = runs["len"].cum_sum().to_numpy().astype(np.int64) - 1
+        scores = lists["score"].to_numpy()
+        falling = np.diff(scores) <= 0  # within each run; a run's end may rise to the next
+        falling[ends[:-1]] = True
+    if runs is None or not falling.all():
+        return lists.group_by("paper_id").agg(pl.len(), floor=pl.col("score").min())
+    return pl.DataFrame({"paper_id": runs["value"], "len": runs["len"], "floor": scores[ends]})
+
+
+def list_width(settings: Settings) -> int:
+    """How many candidates a paper's list is searched for: its k neighbours and its pairs
+    (at most PAIR_CAP)."""
+    return max(settings.neighbors_k, PAIR_CAP)
+
+
+def search_lists(
+    ids: list[str],
+    vectors: np.ndarray,
+    settings: Settings,
+    model_key: str,
+    rows_task: Any = None,
+) -> pl.DataFrame:
+    """Each paper's candidate lists (`candidates`) as `trim_lists` keeps them, kept in the
+    cache for the next run: the last run's lists updated where there are any; else a
+    search, on the cluster's workers where there is one.
+
+    Exact mode updates only exact lists (the result equals a new exact search). Above
+    `exact_neighbors_max` the lists a graph search left (or exact ones from a smaller
+    warehouse) are updated the same way: new papers and papers that lost a neighbour are
+    searched exactly against all, so a run costs what changed there too, and its lists
+    are at least as good as the graph's.
+
+    Args:
+        model_key: names the vectors (model, weights, precision): only lists made for
+            vectors of the same model are updated.
+        rows_task: the Prefect task that runs `search_rows` on a worker (rows, matrix,
+            graph, settings), where the flow runs on a Dask cluster.
+    """
+    width, kept = list_width(settings), (settings.neighbors_k, settings.duplicate_threshold)
+    folder = settings.cache_path / "neighbors"
+    exact_lists = NeighbourLists(folder, model_key, width, *kept)
+    graph_lists = NeighbourLists(folder, f"{model_key}:graph", width, *kept)
+    method = neighbor_method(settings.neighbors_method, len(ids), settings.exact_neighbors_max)
+    exact = method == "exact"
+    lists, other = (exact_lists, graph_lists) if exact else (graph_lists, exact_lists)
+    previous = lists.load() or (None if exact else exact_lists.load())
+    if previous:
+        found = update_candidates(ids, vectors, width, *previous, *kept)
+        came, left = set(ids).difference(previous[1]), set(previous[1]).difference(ids)
+        run_logger().info(
+            "neighbours: the last run's lists updated (%d papers new, %d gone)",
+            len(came), len(left),
+        )  # fmt: skip
+    else:  # a search's lists, trimmed as an update leaves them
+        found = trim_lists(search_all(ids, vectors, settings, rows_task), *kept)
+    lists.save(ids, found)
+    cache.drop(other.path)  # one kind of list at a time: no stale ones
+    return found
+
+
+def search_all(
+    ids: list[str], vectors: np.ndarray, settings: Settings, rows_task: Any = None
+) -> pl.DataFrame:
+    """`candidates` of every paper: here, or in pieces on the cluster's workers where the
+    flow has some and `rows_task` runs a piece (`search_rows`)."""
+    workers = cluster_workers() if rows_task is not None else 0
+    search = (list_width(settings), settings.duplicate_threshold, settings.neighbors_method,
+              settings.exact_neighbors_max)  # fmt: skip
+    if not workers:
+        return candidates(ids, vectors, *search)
+
+    def fan(ranges: list[tuple[int, int]], matrix: Path, graph: Path | None) -> list[Triples]:
+        return fan_out(rows_task, ranges, matrix=matrix, graph=graph, settings=settings)
+
+    folder = settings.cache_path / "neighbors"
+    return nearest_in_pieces(ids, vectors, *search, folder, fan, pieces=2 * workers)

@@ -19,6 +19,7 @@ Modules, in the order a run meets them:
     doctor        what of a warehouse can be read, and what can be rebuilt
 """
 
+from flows.core.lake import STAGE, stage_frames
 from flows.publish.committed import keep_committed, take_committed
 from flows.publish.compaction import Compaction, compact, compact_when_due
 from flows.publish.doctor import (
@@ -48,11 +49,9 @@ from flows.publish.published import PublishedDigests, PublishedRows, table_diges
 from flows.publish.snapshot import FAULT_POINTS, commit, publish
 from flows.publish.stage import (
     HISTORY_TABLES,
-    STAGE,
     TABLE_KEYS,
     detach,
     next_version,
-    stage_frames,
     table_columns,
 )
 

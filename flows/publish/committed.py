@@ -8,9 +8,10 @@ from pathlib import Path
 
 import duckdb
 
+from flows.core.lake import STAGE
 from flows.core.settings import Settings
 from flows.publish.previous import catalog_stamp
-from flows.publish.stage import STAGE, TABLE_KEYS
+from flows.publish.stage import TABLE_KEYS
 
 # The staging connection of this process's last commit, by catalog file, with the catalog's
 # stamp once it was kept: its memory holds the keyed tables of that version, and the next

@@ -9,18 +9,10 @@ import contextlib
 import duckdb
 import polars as pl
 
-from flows.core.lake import LAKE, attach, read_sql
+from flows.core.lake import LAKE, STAGE, attach, read_sql, stage_frames
 from flows.core.settings import Settings
 from flows.publish.published import PublishedDigests, PublishedRows
-from flows.publish.stage import (
-    STAGE,
-    TABLE_KEYS,
-    Columns,
-    detach,
-    stage_frames,
-    start_writing,
-    table_columns,
-)
+from flows.publish.stage import TABLE_KEYS, Columns, detach, start_writing, table_columns
 
 ROW_HASH, COPY = "_row_hash", "_copy"
 # Keyed tables of at least this many rows in all are planned from row hashes (see `prepare`;

@@ -12,13 +12,12 @@ import duckdb
 import polars as pl
 
 from flows.core import data_path
-from flows.core.lake import LAKE
+from flows.core.lake import LAKE, STAGE
 from flows.core.settings import Settings
 from flows.publish.plan import prepare
 from flows.publish.published import PublishedDigests, PublishedRows
 from flows.publish.stage import (
     HISTORY_TABLES,
-    STAGE,
     TABLE_KEYS,
     detach,
     next_version,

@@ -6,15 +6,11 @@ from __future__ import annotations
 import logging
 
 import duckdb
-import polars as pl
 
 from flows.core import data_path
 from flows.core.lake import LAKE, catalog_name
 from flows.core.settings import Settings
 from flows.core.tables import history_tables, keyed_tables
-
-STAGE = "memory.main"
-
 
 # Published tables and the columns that identify a row in each (flows/core/tables.py), and the
 # tables that keep a row for every run, appended to.
@@ -23,21 +19,6 @@ HISTORY_TABLES = tuple(history_tables())
 
 
 Columns = dict[str, list[tuple[str, str]]]  # table -> (column, type), in order
-
-
-def stage_frames(con: duckdb.DuckDBPyConnection, frames: dict[str, pl.DataFrame]) -> None:
-    """Create memory.main.<name> from each frame, in one script (see `prepare`)."""
-    for name, frame in frames.items():
-        con.register(f"{name}_frame", frame)
-    if frames:
-        con.execute(
-            ";\n".join(
-                f"create or replace table {STAGE}.{name} as select * from {name}_frame"
-                for name in frames
-            )
-        )
-    for name in frames:
-        con.unregister(f"{name}_frame")
 
 
 def table_columns(con: duckdb.DuckDBPyConnection, database: str) -> Columns:

@@ -3,8 +3,8 @@
 -- upstream: papers.
 -- A paper's cached rows are reused only while its digest is unchanged: the paper_id hashes
 -- casefolded text, so the same id can come with an abstract cased differently.
--- DuckDB's 64-bit hash of the two columns (0.09 s at 115,000 papers, where md5 of their
--- text took 0.41 s); the cache is kept per DuckDB version (flows/derive/aggregate.py PaperRows).
+-- DuckDB's 64-bit hash of the two columns (quicker than an md5 of their text); the cache
+-- is kept per DuckDB version (flows/derive/paper_rows.py, PaperRows).
 with final as (
     select
         paper_id,

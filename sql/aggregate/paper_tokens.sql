@@ -2,7 +2,7 @@
 -- grain: one row per (paper_id, position) of a kept word.
 -- upstream: papers, stopwords.
 -- Each paper's rows depend on its own abstract alone, so a run keeps them per paper in its
--- cache and tokenises only papers it has not seen (flows/derive/aggregate.py, PaperRows).
+-- cache and tokenises only papers it has not seen (flows/derive/paper_rows.py, PaperRows).
 with words as (
     select
         paper_id,

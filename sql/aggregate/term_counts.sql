@@ -1,7 +1,7 @@
 -- term_counts: in how many papers of each topic every term occurs. Not published.
 -- grain: one row per (topic_id, term) used by at least one paper of the topic.
 -- upstream: term_counts_before (the last run's counts, kept in the cache), changed_tokens
--- (the kept words of papers whose share of the counts changes, flows/derive/aggregate.py
+-- (the kept words of papers whose share of the counts changes, flows/derive/terms.py
 -- TermCounts), word_terms.
 -- Terms are words and two-word phrases whose words are both kept, counted once per paper.
 -- Each changed paper takes back the terms it gave with the last run's topic and folding

@@ -2,7 +2,7 @@
 -- against (sql/aggregate/word_terms.sql). Not published.
 -- grain: one row per word that occurs in at least one paper with a topic.
 -- upstream: word_papers_before (the last run's counts, kept in the cache), changed_tokens
--- (the kept words of papers whose share of the counts changes, flows/derive/aggregate.py
+-- (the kept words of papers whose share of the counts changes, flows/derive/terms.py
 -- TermCounts).
 -- A paper that left or whose text changed takes its words back (side -1), a paper that
 -- came or was rewritten adds them (+1); a paper read again only because its topic

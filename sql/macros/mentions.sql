@@ -2,7 +2,7 @@
 -- gives 1.02) and up to 60 characters either side of a mention, for a vocabulary pattern
 -- (RE2) and an abstract.
 -- grain: scalar macros over one (pattern, abstract); sql/mentions.sql calls them.
--- upstream: mention_vocabulary. flows/derive/aggregate.py (stage_vocabulary) writes each line
+-- upstream: mention_vocabulary. flows/derive/mentions.py (stage_vocabulary) writes each line
 -- that starts with "when 'PATTERN'" once per pattern of the vocabulary, PATTERN replaced
 -- by it, so that every regular expression here is a constant DuckDB compiles once a query:
 -- built from a column, it is compiled again for every row (4.4 s for the mentions of

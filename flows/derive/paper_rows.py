@@ -1,0 +1,213 @@
+"""Rows one SQL file derives from each paper alone, kept in the cache per paper, so that a
+run reads only the papers it has not seen (`PaperRows`)."""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+import duckdb
+import polars as pl
+
+from flows.core import cache
+from flows.core.lake import read_sql
+from flows.derive.mentions import MACRO_ROWS_MAX
+
+# Tables of sql/ whose rows each come from one paper alone, and the other tables they read.
+PER_PAPER_TABLES = {"mentions": ("mention_vocabulary",)}
+
+
+@dataclass(frozen=True)
+class PaperRowsUpdate:
+    """A per-paper SQL's rows now and as the cache held them before this run.
+
+    The rows are lazy: where the cache held them, they are read from its files only as
+    far as they are used (the term counts read the words of the papers that changed).
+    """
+
+    rows: pl.LazyFrame  # the SQL's rows of every current paper
+    digests: pl.DataFrame  # paper_id, digest of every current paper
+    before: pl.LazyFrame  # the SQL's rows of every paper the cache held (none without one)
+    before_digests: pl.DataFrame  # paper_id, digest of those papers
+
+
+def over_papers(con: duckdb.DuckDBPyConnection, papers: pl.DataFrame, sql: str) -> pl.DataFrame:
+    """The rows of `sql` where `papers` is the frame `papers`: a view of it in a schema
+    searched first, which shadows the papers table of `con` for this query only."""
+    con.execute("create or replace schema todo")
+    con.register("todo_papers_frame", papers)
+    try:
+        con.execute("create view todo.papers as from todo_papers_frame")
+        con.execute("set search_path = 'todo,main'")
+        try:
+            return con.execute(sql).pl()
+        finally:
+            con.execute("reset search_path")
+    finally:
+        con.execute("drop schema todo cascade")
+        con.unregister("todo_papers_frame")
+
+
+class PaperRows:
+    """Rows that one SQL file derives from each paper alone (its abstract and links) and
+    from fixed tables (a seed, the stop words), kept in the cache per paper: a run runs
+    the SQL over the papers it has not seen only, so it costs what changed.
+
+    One folder per SQL text, fixed tables and DuckDB version, of Parquet files that hold
+    the SQL's rows of the current papers, and one row per paper read with the digest of
+    the columns it was read from (sql/aggregate/paper_digests.sql), which also remembers
+    the papers that gave no rows. A run that only adds papers writes their rows as a new
+    part (`part-N`), beside what is there; one where papers left or changed text, or that
+    finds PARTS_MAX parts, writes all current rows as one `whole-N`, which supersedes every
+    file numbered below it. Each file is written atomically. Without a folder, `build`
+    runs the SQL over all papers.
+    """
+
+    PARTS_MAX = 16
+
+    def __init__(
+        self,
+        con: duckdb.DuckDBPyConnection,
+        folder: Path | None,
+        name: str,
+        reads: tuple[str, ...],
+        papers: pl.DataFrame,
+    ):
+        """Args:
+        name: the SQL file, sql/<name>.sql; it reads `papers` and the tables `reads`.
+        papers: the papers with their abstracts, which the SQL reads as `papers`; the
+            papers table of `con` need not hold the abstracts (copying them into DuckDB
+            would cost every run).
+        """
+        self.digests = read_sql("aggregate/paper_digests")
+        self.sql = read_sql(name)
+        self.papers = papers
+        self.macros, each_row = con.execute(
+            "select getvariable('macros'), getvariable('macros_each_row')"
+        ).fetchone()
+        called = re.findall(r"macro (\w+)\(", self.macros or "")
+        self.macros_each_row = each_row if any(f"{m}(" in self.sql for m in called) else None
+        self.path: Path | None = None  # the folder of the files
+        if folder is not None:
+            key = hashlib.sha256(f"{duckdb.__version__}\n{self.digests}\n{self.sql}".encode())
+            for table in reads:
+                key.update(con.table(table).order("all").pl().write_csv().encode())
+            # The macros the SQL may call (sql/macros), as `stage_vocabulary` defined them.
+            key.update((self.macros or "").encode())
+            self.stem = name.replace("/", "-")
+            self.path = folder / f"{self.stem}-{key.hexdigest()[:16]}"
+
+    def build(self, con: duckdb.DuckDBPyConnection, table: str, order: tuple[str, ...]) -> None:
+        """Create `table` in `con`: the SQL's rows for all papers, sorted by `order`."""
+        rows = self.update(con).rows.collect()
+        con.register(f"{table}_frame", rows)
+        sort = f" order by {', '.join(order)}" if order else ""
+        con.execute(f"create or replace table {table} as from {table}_frame{sort}")
+        con.unregister(f"{table}_frame")
+
+    def update(self, con: duckdb.DuckDBPyConnection) -> PaperRowsUpdate:
+        """The SQL's rows for all papers, read for new papers only, and the cache brought
+        up to date; with the rows it held before."""
+        digests = self.paper_digests(con)
+        if self.path is None:
+            rows = self.run_over(con, digests["paper_id"])
+            return PaperRowsUpdate(rows.lazy(), digests, rows.clear().lazy(), digests.clear())
+        files = self.files()
+        stored = self.scan(files)
+        read = stored.filter(pl.col("digest").is_not_null()).select("paper_id", "digest")
+        read = read.collect()
+        keep = digests.join(read, on=["paper_id", "digest"], how="semi")["paper_id"]
+        todo = digests.filter(~pl.col("paper_id").is_in(keep.implode()))
+        new = self.run_over(con, todo["paper_id"])
+        before = pl.concat([new.clear().lazy(), stored.filter(pl.col("digest").is_null())],
+                           how="diagonal_relaxed").select(new.columns)  # fmt: skip
+        if keep.len() == read.height and len(files) < self.PARTS_MAX:
+            # Every paper held is here, its text unchanged: the new rows are a part beside
+            # the files read (which stay), and the rows held are read when used.
+            rows = pl.concat([before, new.lazy()], how="diagonal_relaxed")
+            if todo.height:
+                self.save(pl.concat([new, todo], how="diagonal_relaxed"), whole=False)
+        else:  # the files are replaced by a whole: what is used of them is read first
+            held = before.collect()
+            kept = held.filter(pl.col("paper_id").is_in(keep.implode()))
+            current = pl.concat([kept, new], how="diagonal_relaxed")
+            self.save(pl.concat([current, digests], how="diagonal_relaxed"), whole=True)
+            before, rows = held.lazy(), current.lazy()
+        return PaperRowsUpdate(rows, digests, before, read)
+
+    def paper_digests(self, con: duckdb.DuckDBPyConnection) -> pl.DataFrame:
+        """sql/aggregate/paper_digests.sql over the papers; every per-paper SQL of a build
+        reads the same digests, so they are kept in `con` (table paper_digests)."""
+        try:
+            return con.table("paper_digests").pl()
+        except duckdb.CatalogException:
+            # The columns sql/aggregate/paper_digests.sql reads: only they are converted.
+            texts = self.papers.select("paper_id", "abstract", "links")
+            digests = over_papers(con, texts, self.digests)
+        con.register("paper_digests_frame", digests)
+        con.execute("create table paper_digests as from paper_digests_frame")
+        con.unregister("paper_digests_frame")
+        return digests
+
+    def run_over(self, con: duckdb.DuckDBPyConnection, papers: pl.Series) -> pl.DataFrame:
+        """The SQL's rows for `papers` only."""
+        # Picked from the frame: a join in DuckDB would read every column of every paper.
+        narrowed = self.papers.filter(pl.col("paper_id").is_in(papers.implode()))
+        if self.macros_each_row is None or narrowed.height > MACRO_ROWS_MAX:
+            return over_papers(con, narrowed, self.sql)
+        con.execute(self.macros_each_row)
+        try:
+            return over_papers(con, narrowed, self.sql)
+        finally:
+            con.execute(self.macros)
+
+    def files(self) -> list[tuple[int, Path]]:
+        """The files that hold the current rows, by number: the latest whole and the parts
+        after it, each checked against its seal. Where one fails, the folder is dropped
+        (every paper's rows are computed again) and there are none."""
+        if self.path is None or not self.path.is_dir():
+            return []
+        found = sorted(
+            (int(f.stem.split("-")[1]), f)
+            for f in self.path.glob("*.parquet")
+            if f.stem.split("-")[0] in ("part", "whole") and f.stem.split("-")[1].isdigit()
+        )
+        wholes = [n for n, f in found if f.stem.startswith("whole-")]
+        current = [(n, f) for n, f in found if n >= max(wholes, default=0)]
+        try:
+            for _, f in current:
+                cache.verify(f)
+        except cache.Damaged as damage:
+            cache.dropped(damage, f"{self.stem}: every paper's rows computed again", self.path)
+            return []
+        return current
+
+    def load(self) -> pl.DataFrame:
+        """The rows the last builds left (the SQL's columns and digest), if any."""
+        return self.scan(self.files()).collect()
+
+    @staticmethod
+    def scan(files: list[tuple[int, Path]]) -> pl.LazyFrame:
+        """The rows of `files` (from `files()`, checked), to be read as far as used."""
+        if files:
+            return pl.concat([pl.scan_parquet(f) for _, f in files], how="diagonal_relaxed")
+        return pl.LazyFrame(schema={"paper_id": pl.String, "digest": pl.String})
+
+    def save(self, rows: pl.DataFrame, whole: bool) -> None:
+        """Add `rows` as a part, or as the whole (also once PARTS_MAX parts are there);
+        files it supersedes and files of other SQL texts or inputs go."""
+        files = self.files()
+        if not whole and len(files) >= self.PARTS_MAX:
+            rows, whole = pl.concat([self.load(), rows], how="diagonal_relaxed"), True
+        number = max((n for n, _ in files), default=0) + 1
+        self.path.mkdir(parents=True, exist_ok=True)
+        kind = "whole" if whole else "part"
+        cache.write_parquet(self.path / f"{kind}-{number:06d}.parquet", rows, whole=False)
+        if whole:
+            for _, old in files:
+                cache.drop(old)
+        for stale in self.path.parent.glob(f"{self.stem}-*"):
+            if stale != self.path:  # rows of another SQL text or input (or layout)
+                cache.drop(stale)
