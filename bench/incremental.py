@@ -42,7 +42,7 @@ from cheap_model import build as build_cheap_model  # noqa: E402
 from corpus import abstracts, write_dump  # noqa: E402
 from run import PAPERLAKE, ROOT, WARM_IMPORTS, embedded_count, stage_seconds, timed  # noqa: E402
 
-STAGES = ("startup", "ingest", "embed", "aggregate", "validate", "publish")
+STAGES = ("startup", "ingest", "embed", "derive", "validate", "publish")
 SMOKE_N = 50
 # The issue's goals (issue 15): +1% on 100,000 at most 1.5x +1% on 10,000; +100 on
 # 10,000 (real model) at most 10% of that warehouse's cold run.

@@ -284,7 +284,7 @@ def report(r: dict, new: int) -> None:
     if embed:
         lines.append(f"embedding throughput (cold): {cold['embedded'] / embed:.1f} abstracts/s")
     others = sum(v for k, v in cold["stages"].items() if k not in ("embed", "startup"))
-    lines.append(f"ingest + validate + aggregate + publish: {others / cold['seconds']:.1%} of cold")
+    lines.append(f"ingest + validate + derive + publish: {others / cold['seconds']:.1%} of cold")
     lines.append("")
     if "baseline" in r:
         ratio = r["baseline"]["seconds"] / cold["seconds"]

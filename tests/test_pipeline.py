@@ -3,14 +3,15 @@
 from __future__ import annotations
 
 import json
+from types import SimpleNamespace
 
-import duckdb
+import polars as pl
 import pytest
 from typer.testing import CliRunner
 
 from flows.cli import app
 from flows.core.lake import open_lake, published_versions
-from flows.core.settings import Settings
+from flows.core.settings import PROJECT_ROOT, Settings
 from flows.pipeline import paperlake
 from flows.read import dense_search
 from flows.validate import DataQualityError
@@ -70,7 +71,12 @@ def test_sample_run_publishes_version_1(sample_run):
     outcomes = con.execute(
         "select count(*), count(distinct suite), bool_and(success or not blocking) from dq_results"
     ).fetchone()
-    assert outcomes[1] == 11 and outcomes[2] is True
+    assert outcomes[1] == 17 and outcomes[2] is True  # a suite for every table but history
+    references = con.execute(
+        "select count(*), bool_and(success) from dq_results "
+        "where expectation = 'expect_column_values_to_be_keys_of_table'"
+    ).fetchone()
+    assert references == (18, True)
     message = con.execute(
         "select commit_message from lake.snapshots() where snapshot_id = 1"
     ).fetchone()[0]
@@ -360,136 +366,70 @@ def test_above_the_exact_limit_the_graphs_lists_are_updated_not_searched_again(
     )
 
 
-def test_runs_here_go_without_heartbeats_under_settings_copied_once():
-    """`run_here` runs a flow without heartbeats; the quiet copy of Prefect's settings is
-    made once for the settings in force, and anew when they change."""
-    import prefect.context
-    from prefect.settings import PREFECT_API_URL, temporary_settings
-
-    from flows.pipeline import without_heartbeats
-
-    current = prefect.context.get_settings_context().settings
-    assert current.flows.heartbeat_frequency is not None
-    quiet = without_heartbeats(current)
-    assert quiet.flows.heartbeat_frequency is None
-    assert quiet.model_dump(exclude={"flows"}) == current.model_dump(exclude={"flows"})
-    assert without_heartbeats(current) is quiet
-    with temporary_settings(updates={PREFECT_API_URL: "http://127.0.0.1:9/api"}) as other:
-        changed = without_heartbeats(other)
-        assert changed is not quiet and changed.flows.heartbeat_frequency is None
-        assert changed.api.url == "http://127.0.0.1:9/api"
-
-
-def test_a_run_hands_the_gil_over_within_half_a_millisecond_and_restores_the_interval():
-    import sys
-
-    from flows.pipeline import prompt_gil
-
-    before = sys.getswitchinterval()
-    with prompt_gil():
-        assert sys.getswitchinterval() == pytest.approx(0.0005)
-    assert sys.getswitchinterval() == before
-    with pytest.raises(KeyError), prompt_gil():
-        raise KeyError("a failed run")
-    assert sys.getswitchinterval() == before
-
-
-def test_a_warm_process_hands_the_next_run_a_connection_with_ducklake_loaded(tmp_path):
-    from flows import pipeline, publish
-
-    def loaded(con) -> bool:
-        return con.execute(
-            "select loaded from duckdb_extensions() where extension_name = 'ducklake'"
-        ).fetchone()[0]
-
-    pipeline.keep_spare_connection()
-    spare = pipeline._SPARE[0]
-    pipeline.keep_spare_connection()  # one is being made: no second
-    assert len(pipeline._SPARE) == 1 and pipeline._SPARE[0] is spare
-    settings = Settings(warehouse=tmp_path / "warehouse")
-    taken = pipeline.connect_staging(settings)
-    assert taken is spare and loaded(taken.result()) and pipeline._SPARE == []
-    fresh = pipeline.connect_staging(settings)  # none spare: one made now, none left over
-    assert fresh.result() is not taken.result() and loaded(fresh.result())
-    assert pipeline._SPARE == []
-    pipeline.release(taken)
-    with pytest.raises(duckdb.ConnectionException):
-        taken.result().execute("select 1")
-
-    # The connection of the last commit, kept with the tables it published, comes first.
-    settings.warehouse.mkdir()
-    settings.catalog_path.touch()
-    assert publish.keep_committed(settings, fresh.result())
-    pipeline.keep_spare_connection()
-    spare = pipeline._SPARE[0]
-    again = pipeline.connect_staging(settings)
-    assert again.result() is fresh.result()
-    assert pipeline._SPARE[0] is spare and len(pipeline._SPARE) == 1
-    pipeline.release(again)
-    assert pipeline.connect_staging(settings) is spare
-    pipeline.release(spare)
-
-
 def test_suites_run_early_and_late_give_the_rows_of_all_run_at_once(sample_run, tmp_path):
-    """The suites of ingest's tables and the embeddings run beside the aggregate stage, the
-    others after it: the same dq_results rows, in suite order, and a suite result for the
-    Data Docs from each suite that ran Great Expectations."""
+    """The suites of ingest's tables and the embeddings run beside the derive stage, the
+    others after it (StageRunner.validate): the same dq_results rows as all at once, in
+    suite order, then the references between tables, and a suite result for the Data Docs
+    from each suite that ran Great Expectations."""
     from concurrent.futures import Future
-    from types import SimpleNamespace
 
-    from flows import pipeline
+    from flows.pipeline import check_parameters
+    from flows.runner import StageRunner
+    from flows.tasks import validate_tables
     from flows.validate import suite_names
 
     lake = open_lake(sample_run.settings)
     tables = {name: lake.table(name).pl() for name in suite_names()}
-    parameters = pipeline.check_parameters(
-        sample_run.settings,
-        SimpleNamespace(info=SimpleNamespace(dim=384)),
-        SimpleNamespace(papers=tables["papers"]),
+    parameters = check_parameters(
+        sample_run.settings, SimpleNamespace(info=SimpleNamespace(dim=384)), 38
     )
-    at_once, docs = pipeline.validate_tables.fn(
+    at_once, docs = validate_tables.fn(
         tables, Settings(warehouse=tmp_path / "a"), "run-a", parameters
     )
-    made = ("sources", "papers", "paper_sources", "rejects", "embeddings")  # before aggregate
-    early = pipeline.suites_of({name: tables[name] for name in made if name in tables})
-    assert early == ["embeddings", "papers", "rejects", "sources"]
+    made = ("sources", "papers", "paper_sources", "rejects", "embeddings")  # before derive
     settings = Settings(warehouse=tmp_path / "b")
+    runner = StageRunner(settings)
     first = Future()
-    first.set_result(pipeline.validate_tables.fn(tables, settings, "run-b", parameters, early))
-    rows, results = pipeline.checked(early, first, tables, settings, "run-b", parameters)
-    assert rows.drop("run_id").equals(at_once.drop("run_id"))
-    assert rows["suite"].unique(maintain_order=True).to_list() == suite_names()
-    assert rows.height == at_once.height > 11 and set(rows["run_id"]) == {"run-b"}
+    early = {name: tables[name] for name in made}
+    first.set_result(validate_tables.fn(early, settings, runner.run_id, parameters))
+    rows, results = runner.validate(first, tables, parameters)
+    suites = rows.filter(pl.col("expectation") != "expect_column_values_to_be_keys_of_table")
+    assert suites.drop("run_id").equals(at_once.drop("run_id"))
+    assert suites["suite"].unique(maintain_order=True).to_list() == suite_names()
+    references = rows.filter(pl.col("expectation") == "expect_column_values_to_be_keys_of_table")
+    assert references.height == 18 and references["success"].all()
+    assert set(rows["run_id"]) == {runner.run_id}
     assert sorted(r[0] for r in results) == sorted(r[0] for r in docs) != []
 
 
-def test_warm_up_leaves_a_processs_first_flow_run_nothing_to_import_or_copy(tmp_path):
-    """What `paperlake serve` does at its start: beside the model and the suites, what a
-    process's first flow run would import (FastAPI, for Prefect's parameter encoding) and
-    the settings it would copy; and a publish connection for the first run."""
-    import subprocess
-    import sys
+def test_a_run_with_nothing_new_says_up_to_date_at_its_version(sample_run):
+    from prefect.client.orchestration import get_client
+    from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterKey
 
-    code = """
-import sys
-from pathlib import Path
+    from flows.core.run_record import slug
+    from flows.pipeline import paperlake
 
-import prefect.context
+    settings = sample_run.settings
+    again = paperlake(raw=[str(p) for p in settings.raw], warehouse=str(settings.warehouse))
+    assert again.status == "up to date" and again.version == 1
+    key = f"paperlake-run-summary-{slug(settings.warehouse)}"
+    with get_client(sync_client=True) as client:
+        found = client.read_artifacts(
+            artifact_filter=ArtifactFilter(key=ArtifactFilterKey(any_=[key]))
+        )
+    texts = [a.data for a in found if f"paperlake run {again.run_id[:8]}" in (a.data or "")]
+    assert texts and "up to date at version 1" in texts[0]
+    assert "papers: 0" not in texts[0]
 
-from flows import pipeline
-from flows.core.settings import Settings, configure_environment
 
-configure_environment()
-assert "fastapi.encoders" not in sys.modules
-pipeline.warm_up(Settings(warehouse=Path(sys.argv[1])))
-assert "fastapi.encoders" in sys.modules
-assert pipeline._WITHOUT_HEARTBEATS[0][0] is prefect.context.get_settings_context().settings
-assert pipeline._SPARE[0].result().execute("select 41 + 1").fetchone() == (42,)
-print("warm")
-"""
-    done = subprocess.run(
-        [sys.executable, "-c", code, str(tmp_path / "warehouse")],
-        capture_output=True, text=True, timeout=300,
-    )  # fmt: skip
-    assert done.returncode == 0, done.stderr[-3000:]
-    assert done.stdout.split()[-1] == "warm"
+def test_a_served_deployment_loads_the_flow_named_paperlake():
+    """The deployment's entrypoint is the flow itself, so a scheduled run's log names the
+    flow as the UI does (it once loaded the undecorated function: 'run-flow')."""
+    from prefect.flows import load_flow_from_entrypoint
+
+    from flows.pipeline import paperlake
+
+    deployment = paperlake.to_deployment(name="check")
+    assert deployment.entrypoint.endswith("flows/pipeline.py:paperlake")
+    loaded = load_flow_from_entrypoint(str(PROJECT_ROOT / deployment.entrypoint))
+    assert loaded.name == "paperlake"

@@ -79,18 +79,16 @@ def run(
         started = time.perf_counter()
 
         def load_stages() -> None:
-            # The model, Great Expectations and scikit-learn's topic and map parts only:
-            # with the stages' imports they take 2.3 s on two cores, inside the 3.4 s the
-            # server of a new warehouse takes to start; the rest of `pipeline.warm_up`
-            # would lengthen the start-up by what it saves later.
+            # The stages' imports, the model and Great Expectations, while the server of
+            # a new warehouse starts; the rest of `pipeline.warm_up` would lengthen the
+            # start-up by more than it saves later.
             from flows.core.settings import collector_paused
 
             with collector_paused():
-                from flows import derive, embed, pipeline, validate  # noqa: F401
+                from flows import embed, pipeline, validate  # noqa: F401
 
                 embed.load_model(settings.model, settings.device, settings.precision)
                 validate.warm_up()
-                derive.warm_up()
 
         # Start-up: the Prefect API, and the stages' imports and the model, side by side.
         with run_api(settings, while_starting=load_stages):

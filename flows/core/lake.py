@@ -334,6 +334,15 @@ def stage_frames(con: duckdb.DuckDBPyConnection, frames: dict[str, pl.DataFrame]
         con.unregister(f"{name}_frame")
 
 
+def staged(
+    tables: dict[str, pl.DataFrame], con: duckdb.DuckDBPyConnection | None = None
+) -> duckdb.DuckDBPyConnection:
+    """A fresh in-memory DuckDB with no extensions (or `con`) with `tables` staged in it."""
+    con = con or connect(extensions=())
+    stage_frames(con, tables)
+    return con
+
+
 def published_versions(con: duckdb.DuckDBPyConnection) -> list[int]:
     """Snapshot ids that paperlake committed (each run's commit carries a message)."""
     rows = con.execute(

@@ -215,13 +215,13 @@ def embedded(summary: RunSummary, result, seconds: float) -> None:
     )  # fmt: skip
 
 
-def aggregated(summary: RunSummary, tables: dict[str, pl.DataFrame], seconds: float) -> None:
-    """Counts of the aggregate stage."""
+def derived(summary: RunSummary, tables: dict[str, pl.DataFrame], seconds: float) -> None:
+    """Counts of the derive stage."""
     summary.topics = tables["topics"].height
     summary.near_duplicate_pairs = tables["duplicates"].height
-    summary.stage_seconds["aggregate"] = round(seconds, 3)
+    summary.stage_seconds["derive"] = round(seconds, 3)
     run_logger().info(
-        "aggregate: %d topics, %d near-duplicate pairs in %.1f s",
+        "derive: %d topics, %d near-duplicate pairs in %.1f s",
         summary.topics, summary.near_duplicate_pairs, seconds,
     )  # fmt: skip
 

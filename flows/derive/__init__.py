@@ -17,7 +17,7 @@ Modules:
 
 from __future__ import annotations
 
-from flows.derive.build import LastVersion, derive_tables, warm_up
+from flows.derive.build import LastVersion, derive_tables
 from flows.derive.neighbours import PAIR_CAP, search_rows
 
-__all__ = ["PAIR_CAP", "LastVersion", "derive_tables", "search_rows", "warm_up"]
+__all__ = ["PAIR_CAP", "LastVersion", "derive_tables", "search_rows"]

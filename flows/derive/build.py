@@ -171,13 +171,3 @@ def build_table(
     else:
         con.execute(f"create or replace table {table} as {read_sql(table)}")
     return con.execute(f"select count(*) from {table}").fetchone()[0]
-
-
-def warm_up() -> None:
-    """Import the scikit-learn parts topics and the map use now, in a process that serves
-    many runs (`serve`)."""
-    from scipy.cluster.hierarchy import fcluster, linkage  # noqa: F401
-    from sklearn.cluster import KMeans  # noqa: F401
-    from sklearn.decomposition import PCA  # noqa: F401
-    from sklearn.manifold import TSNE  # noqa: F401
-    from sklearn.metrics import silhouette_score  # noqa: F401

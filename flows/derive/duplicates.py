@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import numpy as np
 import polars as pl
+from scipy.sparse import coo_matrix
+from scipy.sparse.csgraph import connected_components
 
 from flows.derive.neighbours import split_candidates
 
@@ -26,8 +28,6 @@ def group_pairs(pairs: pl.DataFrame) -> pl.DataFrame:
         pair_groups: paper_id, group_id (the smallest paper_id of its group) and
         group_size, for every paper in a pair.
     """
-    from scipy.sparse import coo_matrix
-    from scipy.sparse.csgraph import connected_components
 
     schema = {"paper_id": pl.String, "group_id": pl.String, "group_size": pl.Int64}
     edges = pairs.filter(pl.col("paper_id") != pl.col("neighbor_id"))

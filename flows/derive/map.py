@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import numpy as np
 import polars as pl
+from sklearn.decomposition import PCA
+from sklearn.manifold import TSNE
 
 # A version whose papers are more than this share new is drawn afresh; below it the old
 # papers keep their places and new ones are placed among their nearest old papers.
@@ -65,9 +67,6 @@ def fit_map(vectors: np.ndarray, seed: int) -> np.ndarray:
             width = min(2, len(s))
             coords[:, :width] = u[:, :width] * s[:width]
     else:
-        from sklearn.decomposition import PCA
-        from sklearn.manifold import TSNE
-
         reduced = vectors
         if vectors.shape[1] > PCA_DIMS and n > PCA_DIMS:
             reduced = PCA(PCA_DIMS, random_state=seed).fit_transform(vectors)

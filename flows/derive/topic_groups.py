@@ -7,6 +7,11 @@ from __future__ import annotations
 import warnings
 
 import numpy as np
+from scipy.cluster.hierarchy import fcluster, linkage
+from scipy.sparse import csr_matrix
+from scipy.sparse.csgraph import connected_components
+from scipy.spatial.distance import squareform
+from sklearn.cluster import KMeans
 
 from flows.derive.neighbours import positions
 
@@ -126,8 +131,6 @@ def average_linkage(
 
 def linkage_groups(rows: np.ndarray, distance: float) -> np.ndarray:
     """`average_linkage` of all `rows` at once: labels from 1 up."""
-    from scipy.cluster.hierarchy import fcluster, linkage
-    from scipy.spatial.distance import squareform
 
     if len(rows) < 2:
         return np.ones(len(rows), dtype=np.int64)
@@ -153,8 +156,6 @@ def linked_parts(rows: np.ndarray, distance: float) -> np.ndarray:
     The products are float32 in blocks of rows, and pairs within 1e-5 of `distance` are
     joined too: a part may hold more rows than it needs, never fewer.
     """
-    from scipy.sparse import csr_matrix
-    from scipy.sparse.csgraph import connected_components
 
     n = len(rows)
     unit = (rows / np.linalg.norm(rows, axis=1, keepdims=True)).astype(np.float32)
@@ -180,7 +181,6 @@ def cut_parts(rows: np.ndarray, parts: np.ndarray, limit: int) -> np.ndarray:
     run lie in one part of about 8,000, and every run re-fit. Rows k-means cannot tell
     apart (copies) are cut in halves.
     """
-    from sklearn.cluster import KMeans
 
     labels = parts.copy()
     pending = [m for m in rows_by_label(parts, np.arange(len(rows))) if len(m) > limit]

@@ -8,6 +8,10 @@ import math
 
 import numpy as np
 import polars as pl
+from scipy.optimize import linear_sum_assignment
+from scipy.sparse import csr_matrix
+from sklearn.cluster import KMeans
+from sklearn.metrics import silhouette_score
 
 from flows.derive.topic_groups import new_groups, rows_by_label
 
@@ -28,8 +32,6 @@ def choose_topic_count(vectors: np.ndarray, requested: int | None, seed: int) ->
     Candidates run from 0.75x to 2x the rule of thumb; each is clustered on a sample of
     at most SILHOUETTE_SAMPLE papers and scored by cosine silhouette.
     """
-    from sklearn.cluster import KMeans
-    from sklearn.metrics import silhouette_score
 
     n = len(vectors)
     if n == 0:
@@ -55,7 +57,6 @@ def match_topics(centroids: np.ndarray, previous: dict[int, np.ndarray]) -> dict
     A cluster persists when the one-to-one assignment that maximises total centroid
     similarity pairs it with an old topic at cosine >= TOPIC_MATCH_MIN.
     """
-    from scipy.optimize import linear_sum_assignment
 
     if not previous or len(centroids) == 0:
         return {}
@@ -104,7 +105,6 @@ def cluster_topics(
         why = f"re-fit: more than {TOPIC_DRIFT_MAX:.0%} of papers fit no old topic (drift)"
     elif previous and refit:
         why = "re-fit on request"
-    from sklearn.cluster import KMeans
 
     k = choose_topic_count(vectors, n_topics, seed)
     model = KMeans(n_clusters=k, random_state=seed, n_init=4).fit(vectors.astype(np.float64))
@@ -275,7 +275,6 @@ def renearest(
 def label_means(vectors: np.ndarray, labels: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """The labels present and the normalised mean of each one's vectors, in one sparse
     product, not one pass over the vectors per label."""
-    from scipy.sparse import csr_matrix
 
     present, rows = np.unique(labels, return_inverse=True)
     onehot = csr_matrix(

@@ -32,6 +32,7 @@ Modules, in the order a file meets them:
 
 from __future__ import annotations
 
+from flows.ingest.cache import ParseCache
 from flows.ingest.clean import (
     URL_TRAILING,
     classify_link,
@@ -154,6 +155,7 @@ __all__ = [
     "parse_into_cache",
     "parse_year",
     "pending_parses",
+    "ParseCache",
     "raw_place",
     "read_delimited",
     "read_json_stream",

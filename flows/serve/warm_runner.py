@@ -32,10 +32,6 @@ from typing import Any
 from flows.core.settings import Settings
 
 LOG_LOGGERS = ("prefect", "paperlake")
-# In a handed-over run: sends the client its summary (`outcome_ready`).
-_REPLY: contextvars.ContextVar[Callable[[Any], None] | None] = contextvars.ContextVar(
-    "paperlake_reply", default=None
-)
 
 
 class HandedOverError(RuntimeError):
@@ -143,19 +139,8 @@ class WarmRunner:
             sender = LineSender(conn, console_formatter())
             for name in LOG_LOGGERS:
                 logging.getLogger(name).addHandler(sender)
-            replied: list[dict] = []
-
-            def reply_now(summary: Any) -> None:
-                if replied:
-                    return
-                replied.append({"summary": asdict(summary)})
-                with contextlib.suppress(OSError, ValueError):
-                    conn.send(replied[0])
-
             try:
-                context = self.context.copy()
-                context.run(_REPLY.set, reply_now)
-                summary = context.run(self.execute, request["parameters"])
+                summary = self.context.copy().run(self.execute, request["parameters"])
                 reply = {"summary": asdict(summary)}
             except Exception as exc:  # every outcome goes back to the client, which says it
                 reply = {"error": error_kind(exc), "message": str(exc)}
@@ -165,21 +150,8 @@ class WarmRunner:
                 for name in LOG_LOGGERS:
                     logging.getLogger(name).removeHandler(sender)
                 self.one_at_a_time.release()
-            if replied:  # the client has its outcome; the flow run's log has the rest
-                return
             with contextlib.suppress(OSError, ValueError):
                 conn.send(reply)
-
-
-def outcome_ready(summary: Any) -> None:
-    """In a handed-over run, send the client the run's summary now: the version, its page
-    and the Data Docs are written, and what follows is the flow run's bookkeeping in
-    Prefect (its artifacts and final state, 0.04-0.06 s), which the client need not wait
-    for. Elsewhere, nothing."""
-    reply = _REPLY.get()
-    if reply is not None:
-        _REPLY.set(None)
-        reply(summary)
 
 
 def error_kind(exc: BaseException) -> str:
