@@ -21,7 +21,6 @@ import json
 import logging
 import os
 import shutil
-import sys
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -157,8 +156,6 @@ def make_export(model: str, path: Path, backend: str, folder: Path) -> None:
     from flows.embed.encoders import export
 
     log.info("encoder: no %s export of %s yet; making one (once per machine)", backend, model)
-    if "pandas" in sys.modules and sys.modules["pandas"] is None:
-        del sys.modules["pandas"]  # kept out by the search command; the exporters may want it
     fp32, _ = load_torch(model, "cpu", "fp32")
     export(fp32.st, path, backend, folder, compute_threads())
 
