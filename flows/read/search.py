@@ -381,7 +381,7 @@ class Corpus:
     def encode(self, text: str) -> np.ndarray:
         """The query's unit vector by the model of the version's embeddings (no torch:
         see flows/embed/query.py)."""
-        from flows.embed.query import encode_queries
+        from flows.embed import encode_queries
 
         if self.model is None:
             raise ValueError("this version has no embeddings")
