@@ -70,7 +70,7 @@ def build(folder: Path, hidden: int = HIDDEN, seed: int = SEED) -> Path:
         shutil.rmtree(work, ignore_errors=True)
         model.save(str(work))
     # The packaged tokenizer and its 256-token limit, byte for byte: save writes them in its
-    # own form, where `tokenizers` alone (flows/embed/encoders.py) finds no max_seq_length.
+    # own form, where `tokenizers` alone (flows/embed/tokens.py) finds no max_seq_length.
     for name in PACKAGED_FILES:
         shutil.copy(packaged / name, work / name)
     work.rename(folder)

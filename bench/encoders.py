@@ -23,7 +23,8 @@ sys.path.insert(0, str(ROOT / "bench"))
 from corpus import abstracts  # noqa: E402
 
 from flows import embed  # noqa: E402
-from flows.embed.encoders import MIN_COSINE, MIN_MEAN_COSINE  # noqa: E402
+from flows.core.settings import PACKAGED_MODEL  # noqa: E402
+from flows.embed import MIN_COSINE, MIN_MEAN_COSINE  # noqa: E402
 
 PRECISIONS = ("fp32", "bf16", "onnx-fp32", "openvino-fp32", "openvino-bf16")
 
@@ -55,11 +56,11 @@ def main() -> None:
     rows: dict[str, dict] = {}
     for precision in args.precisions:
         start = time.perf_counter()
-        _, info = embed.load_model(embed.PACKAGED_MODEL, "cpu", precision)
+        _, info = embed.load_model(PACKAGED_MODEL, "cpu", precision)
         rows[precision] = {"recorded": info.precision, "load_s": time.perf_counter() - start}
         embed.encode(texts[:8], precision=precision, show_progress=False)  # warm-up
     # What `auto` picks here, loaded last so that its export (if any) is already made.
-    auto = embed.load_model(embed.PACKAGED_MODEL, "cpu", "auto")[1].precision
+    auto = embed.load_model(PACKAGED_MODEL, "cpu", "auto")[1].precision
 
     vectors: dict[str, np.ndarray] = {}
     for _ in range(args.rounds):

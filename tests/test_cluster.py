@@ -16,6 +16,7 @@ from flows.cli import app
 from flows.core.cluster import ClusterError, check_spec, task_runner
 from flows.core.settings import Settings
 from flows.derive import neighbours
+from flows.embed import papers, vectors
 from flows.publish import history
 from tests.conftest import SAMPLE_RAW
 
@@ -94,12 +95,12 @@ def test_a_cluster_that_names_nothing_is_refused(spec, tmp_path):
 def test_shards_follow_the_encoders_batches():
     texts = [f"text {'x' * (i % 7)} {i}" for i in range(70)]
     todo = pl.DataFrame({"text_sha256": [f"h{i}" for i in range(70)], "text": texts})
-    parts = embed.shards(todo, batch_size=4, pieces=3)
+    parts = papers.shards(todo, batch_size=4, pieces=3)
     # Whole chunks of batch_size x CHUNK_BATCHES texts, in encode's longest-first order.
-    chunk = 4 * embed.CHUNK_BATCHES
+    chunk = 4 * vectors.CHUNK_BATCHES
     assert [p.height for p in parts] == [2 * chunk, 2 * chunk, 70 - 4 * chunk]
     joined = pl.concat(parts)["text"].to_list()
-    assert joined == [texts[i] for i in embed.encoding_order(texts)]
+    assert joined == [texts[i] for i in vectors.encoding_order(texts)]
 
 
 @pytest.mark.parametrize("method", ["exact", "hnsw"])

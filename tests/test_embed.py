@@ -11,7 +11,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from flows import embed
+from flows.core.settings import PACKAGED_MODEL
 from flows.embed import cache as embed_cache
+from flows.embed import machine, vectors
 
 TEXTS = [
     "Speculative decoding with several draft tokens accelerates language model inference.",
@@ -22,7 +24,7 @@ TEXTS = [
 
 def test_packaged_model_gives_unit_vectors_of_its_dimension():
     vectors = embed.encode(TEXTS, show_progress=False)
-    _, info = embed.load_model(embed.PACKAGED_MODEL)
+    _, info = embed.load_model(PACKAGED_MODEL)
     assert info.dim == 384
     assert info.model_id == "sentence-transformers/all-MiniLM-L6-v2"
     assert len(info.weights_sha256) == 64
@@ -42,7 +44,7 @@ def test_order_is_kept_whatever_the_length_sort():
         assert float(one @ row) > 0.999
 
 
-@pytest.mark.skipif(not embed.cpu_has_bf16(), reason="CPU without native bf16")
+@pytest.mark.skipif(not machine.cpu_has_bf16(), reason="CPU without native bf16")
 def test_bf16_agrees_with_fp32():
     fast = embed.encode(TEXTS, precision="bf16", show_progress=False)
     exact = embed.encode(TEXTS, precision="fp32", show_progress=False)
@@ -100,14 +102,14 @@ def test_texts_are_encoded_most_tokens_first_counted_as_the_model_truncates():
     short_words = "a b c d e f g h"  # 15 characters: [CLS] 8 words [SEP]
     very_long = " ".join(["diffusion"] * 1000)  # cut at the model's 256 tokens
     texts = [one_long_word, short_words, very_long]
-    assert embed.text_lengths(texts).tolist() == [5, 10, 256]
-    assert embed.encoding_order(texts).tolist() == [2, 1, 0]
+    assert vectors.text_lengths(texts).tolist() == [5, 10, 256]
+    assert vectors.encoding_order(texts).tolist() == [2, 1, 0]
 
 
 def test_texts_are_ordered_by_characters_where_the_model_has_no_tokenizer_json(tmp_path):
     texts = ["Transformerization", "a b c d e f g h"]
-    assert embed.text_lengths(texts, str(tmp_path)).tolist() == [18, 15]
-    assert embed.encoding_order(texts, str(tmp_path)).tolist() == [0, 1]
+    assert vectors.text_lengths(texts, str(tmp_path)).tolist() == [18, 15]
+    assert vectors.encoding_order(texts, str(tmp_path)).tolist() == [0, 1]
 
 
 def test_vectors_do_not_depend_on_the_order_papers_come_in():
@@ -135,7 +137,7 @@ def test_vectors_do_not_depend_on_the_order_papers_come_in():
 @given(st.lists(st.text(), max_size=40))
 def test_text_hashes_are_the_sha256_of_each_texts_utf8_bytes_in_order(texts):
     expected = [hashlib.sha256(t.encode("utf-8")).hexdigest()[:32] for t in texts]
-    assert embed.text_sha256(pl.Series("text", texts, dtype=pl.String)).to_list() == expected
+    assert embed_cache.text_sha256(pl.Series("text", texts, dtype=pl.String)).to_list() == expected
 
 
 def test_a_runs_text_hashes_are_found_again_and_only_changed_texts_hashed(tmp_path, monkeypatch):
@@ -145,11 +147,11 @@ def test_a_runs_text_hashes_are_found_again_and_only_changed_texts_hashed(tmp_pa
     stale = known.path.with_name("polars-0.0.0.parquet")  # another polars' file
     stale.parent.mkdir(parents=True)
     stale.write_bytes(b"")
-    assert known.of(ids, texts).to_list() == embed.text_sha256(texts).to_list()
+    assert known.of(ids, texts).to_list() == embed_cache.text_sha256(texts).to_list()
     assert not stale.exists()
 
     hashed = []
-    real = embed.text_sha256
+    real = embed_cache.text_sha256
     monkeypatch.setattr(embed_cache, "text_sha256", lambda t: hashed.extend(t) or real(t))
     assert known.of(ids, texts).to_list() == real(texts).to_list()
     assert hashed == []  # all three found again

@@ -15,7 +15,9 @@ import polars as pl
 import pytest
 
 from flows import embed
-from flows.embed import encoders
+from flows.core.settings import PACKAGED_MODEL
+from flows.embed import agreement, encoders, exports, graphs, machine, model, vectors
+from flows.embed import tokens as embed_tokens
 from tests.conftest import SAMPLE_RAW
 
 PRECISIONS = list(encoders.EXPORTED)  # openvino-fp32, openvino-bf16, onnx-fp32
@@ -39,13 +41,13 @@ def export_cache(tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="module")
 def fp32():
-    return embed.load_torch(embed.PACKAGED_MODEL, "cpu", "fp32")
+    return model.load_torch(PACKAGED_MODEL, "cpu", "fp32")
 
 
 def exported(fp32, precision: str, cache: Path, threads: int = 2) -> encoders.GraphEncoder:
     pytest.importorskip(encoders.EXPORTED[precision])
     torch_encoder, info = fp32
-    return encoders.exported_encoder(
+    return exports.exported_encoder(
         torch_encoder.st, Path(info.path), info.weights_sha256, precision, cache, threads
     )
 
@@ -66,12 +68,12 @@ def test_export_agrees_with_fp32_torch_on_the_sample(fp32, export_cache, precisi
     alone = np.concatenate([encoder.encode(texts[i : i + 8], 8) for i in range(0, 38, 8)])
     assert np.array_equal(together, alone)
     cosine = np.sum(fast * exact, axis=1)
-    assert cosine.mean() >= encoders.MIN_MEAN_COSINE
-    assert cosine.min() >= encoders.MIN_COSINE
+    assert cosine.mean() >= exports.MIN_MEAN_COSINE
+    assert cosine.min() >= exports.MIN_COSINE
     # The graph holds the whole model: mean pooling and normalisation included.
     np.testing.assert_allclose(np.linalg.norm(fast, axis=1), 1.0, atol=1e-5)
     backend = encoders.EXPORTED[precision]
-    folder = encoders.export_folder(export_cache, backend, fp32[1].weights_sha256)
+    folder = exports.export_folder(export_cache, backend, fp32[1].weights_sha256)
     files = sorted(p.name for p in folder.iterdir() if not p.name.startswith("checked-"))
     assert files == (
         ["compiled", "model.bin", "model.xml", "probe.json", "seal.json"]
@@ -80,13 +82,13 @@ def test_export_agrees_with_fp32_torch_on_the_sample(fp32, export_cache, precisi
     )
     # fp32 torch's vectors of the probe texts, against which later loads are checked.
     np.testing.assert_allclose(
-        encoders.read_probe(folder), fp32[0].encode(list(encoders.PROBE_TEXTS), 4), atol=1e-6
+        exports.read_probe(folder), fp32[0].encode(list(graphs.PROBE_TEXTS), 4), atol=1e-6
     )
     if backend == "openvino":  # the compiled model, loaded from here by the next process
         assert {p.suffix for p in (folder / "compiled").iterdir()} == {".blob"}
     # The passed check is recorded for this kind of CPU, with what a torch-free load needs.
-    record = json.loads(encoders.check_record(folder, precision).read_text())
-    assert record["dim"] == 384 and record["min_cosine"] >= encoders.MIN_COSINE
+    record = json.loads(exports.check_record(folder, precision).read_text())
+    assert record["dim"] == 384 and record["min_cosine"] >= exports.MIN_COSINE
     if backend == "onnxruntime":  # the transformer fusions took: one Attention a layer
         import onnx
 
@@ -115,7 +117,7 @@ def test_failed_export_falls_back_to_torch_and_says_why(tmp_path, monkeypatch, c
     embed.load_model.cache_clear()
     try:
         with caplog.at_level(logging.WARNING, logger="paperlake"):
-            encoder, info = embed.load_model(embed.PACKAGED_MODEL, "cpu", "openvino-fp32")
+            encoder, info = embed.load_model(PACKAGED_MODEL, "cpu", "openvino-fp32")
     finally:
         embed.load_model.cache_clear()  # later tests load the export from a working cache
     assert isinstance(encoder, encoders.TorchEncoder)
@@ -129,7 +131,7 @@ def test_encoder_that_disagrees_is_refused(fp32, export_cache):
     torch_encoder, info = fp32
     # A bound no real encoder meets stands in for an export or a CPU that went wrong.
     with pytest.raises(RuntimeError, match=r"openvino-bf16 disagrees with fp32 torch: mean"):
-        encoders.exported_encoder(
+        exports.exported_encoder(
             torch_encoder.st, Path(info.path), info.weights_sha256, "openvino-bf16",
             export_cache, 2, min_mean_cosine=1.5,
         )  # fmt: skip
@@ -152,29 +154,29 @@ def test_recorded_precision_names_the_backend(precision, export_cache, monkeypat
     assert (result.computed, exact.computed) == (3, 3)  # no vectors shared across backends
     folders = {embed.EmbeddingCache(tmp_path, r.info).folder for r in (result, exact)}
     assert len(folders) == 2 and all(f.exists() for f in folders)
-    if embed.reduced_precision(precision):  # each run checks a sample of its texts
+    if agreement.reduced_precision(precision):  # each run checks a sample of its texts
         assert result.agreement["sample"] == 3 and result.agreement["reference"] != precision
     else:  # an fp32 export: its check against fp32 torch on this CPU, made at export
-        assert result.agreement["sample"] == len(encoders.PROBE_TEXTS)
+        assert result.agreement["sample"] == len(graphs.PROBE_TEXTS)
         assert result.agreement["checked"] == "export, on this kind of CPU"
         assert result.agreement["reference"] == "fp32"
-    assert result.agreement["min_cosine"] >= encoders.MIN_COSINE
+    assert result.agreement["min_cosine"] >= exports.MIN_COSINE
     assert exact.agreement is None  # fp32 torch is the reference itself
 
 
 def test_auto_picks_bf16_where_native_else_the_fastest_exact_export():
     pytest.importorskip("openvino")
-    expected = "openvino-bf16" if embed.cpu_has_bf16() else "openvino-fp32"
-    assert embed.choose_precision("auto", "cpu") == expected
-    assert embed.choose_precision("fp32", "cpu") == "fp32"  # plain torch, as asked
-    assert embed.choose_precision("auto", "cuda") == "fp16"
+    expected = "openvino-bf16" if machine.cpu_has_bf16() else "openvino-fp32"
+    assert machine.choose_precision("auto", "cpu") == expected
+    assert machine.choose_precision("fp32", "cpu") == "fp32"  # plain torch, as asked
+    assert machine.choose_precision("auto", "cuda") == "fp16"
 
 
 def test_tokenizers_alone_tokenize_the_sample_as_the_model_does(fp32):
     torch_encoder, info = fp32
     texts = [*sample_texts(), "", "x " * 400]  # empty, and one past max_seq_length (256)
-    fast = encoders.tokenizer_features(Path(info.path))(texts)
-    own = encoders.st_features(torch_encoder.st)(texts)
+    fast = embed_tokens.tokenizer_features(Path(info.path))(texts)
+    own = embed_tokens.st_features(torch_encoder.st)(texts)
     assert sorted(own) == ["attention_mask", "input_ids", "token_type_ids"]
     for name, value in own.items():
         assert np.array_equal(fast[name], value), name
@@ -184,12 +186,12 @@ def test_tokenizers_alone_tokenize_the_sample_as_the_model_does(fp32):
 def test_texts_tokenized_once_give_the_models_tensors_for_any_batch_of_them(fp32):
     path = Path(fp32[1].path)
     texts = [*sample_texts(), "", "x " * 400, "Graph neural networks."]
-    tokens = encoders.tokenize(path, texts)
-    one_at_a_time = encoders.tokenizer_features(path)
+    tokens = embed_tokens.tokenize(path, texts)
+    one_at_a_time = embed_tokens.tokenizer_features(path)
     lengths = [int(one_at_a_time([t])["attention_mask"].sum()) for t in texts]
     assert tokens.lengths.tolist() == lengths
     assert lengths[-3:] == [2, 256, 6]  # [CLS] [SEP]; cut at max_seq_length; 4 words
-    order = embed.longest_first(tokens.lengths)
+    order = vectors.longest_first(tokens.lengths)
     for rows in (order[:4], order[-4:], np.array([38, 39, 40, 0]), np.array([38])):
         given = tokens.features(rows)
         expected = one_at_a_time([texts[r] for r in rows])
@@ -202,8 +204,8 @@ def test_texts_tokenized_once_give_the_models_tensors_for_any_batch_of_them(fp32
 def test_encoding_tokens_gives_the_bits_of_encoding_their_texts(fp32, export_cache):
     texts = sample_texts()[:10]
     encoder = exported(fp32, "openvino-fp32", export_cache)
-    tokens = encoders.tokenize(Path(fp32[1].path), texts)
-    rows = embed.longest_first(tokens.lengths)
+    tokens = embed_tokens.tokenize(Path(fp32[1].path), texts)
+    rows = vectors.longest_first(tokens.lengths)
     from_texts = encoder.encode([texts[r] for r in rows], 4)
     assert np.array_equal(encoder.encode_tokens(tokens, rows, 4), from_texts)
 
@@ -218,7 +220,8 @@ def test_checked_export_loads_without_torch_and_gives_the_same_vectors(
 import json, sys
 import numpy as np
 from flows import embed
-encoder, info = embed.load_model(embed.PACKAGED_MODEL, "auto", {precision!r})
+from flows.core.settings import PACKAGED_MODEL
+encoder, info = embed.load_model(PACKAGED_MODEL, "auto", {precision!r})
 vectors = encoder.encode(json.loads(sys.stdin.read()), 4)
 np.save(sys.argv[1], vectors)
 print(json.dumps({{"torch": "torch" in sys.modules, "dim": info.dim,
@@ -242,9 +245,9 @@ def test_token_limit_without_max_seq_length_is_the_models_own(tmp_path):
     (tmp_path / "sentence_bert_config.json").write_text('{"do_lower_case": false}')
     (tmp_path / "config.json").write_text('{"max_position_embeddings": 512}')
     (tmp_path / "tokenizer_config.json").write_text('{"model_max_length": 1000000000000}')
-    assert encoders.max_seq_length(tmp_path) == 512
+    assert embed_tokens.max_seq_length(tmp_path) == 512
     (tmp_path / "sentence_bert_config.json").write_text('{"max_seq_length": 256}')
-    assert encoders.max_seq_length(tmp_path) == 256
+    assert embed_tokens.max_seq_length(tmp_path) == 256
 
 
 def damage_export(folder: Path, how: str) -> None:
@@ -269,14 +272,14 @@ def test_a_damaged_export_is_made_again_not_trusted_nor_left_for_torch(
     exported(fp32, "openvino-fp32", export_cache)
     cache = tmp_path / "encoders"
     shutil.copytree(export_cache, cache)
-    folder = encoders.export_folder(cache, "openvino", fp32[1].weights_sha256)
+    folder = exports.export_folder(cache, "openvino", fp32[1].weights_sha256)
     shutil.rmtree(folder / "compiled")
     damage_export(folder, how)
     monkeypatch.setenv("PAPERLAKE_ENCODER_CACHE", str(cache))
     embed.load_model.cache_clear()
     try:
         with caplog.at_level(logging.WARNING, logger="paperlake"):
-            encoder, info = embed.load_model(embed.PACKAGED_MODEL, "cpu", "openvino-fp32")
+            encoder, info = embed.load_model(PACKAGED_MODEL, "cpu", "openvino-fp32")
         texts = sample_texts()[:6]
         vectors = encoder.encode(texts, 4)
     finally:
@@ -285,7 +288,7 @@ def test_a_damaged_export_is_made_again_not_trusted_nor_left_for_torch(
     assert "export fails" in caplog.text and "made again" in caplog.text
     assert np.isfinite(vectors).all()
     cosine = np.sum(unit(vectors) * unit(fp32[0].encode(texts, 4)), axis=1)
-    assert cosine.min() >= encoders.MIN_COSINE
+    assert cosine.min() >= exports.MIN_COSINE
 
 
 def test_a_damaged_query_export_is_made_again(fp32, export_cache, tmp_path, monkeypatch, caplog):
@@ -295,15 +298,15 @@ def test_a_damaged_query_export_is_made_again(fp32, export_cache, tmp_path, monk
     exported(fp32, "onnx-fp32", export_cache)
     cache = tmp_path / "encoders"
     shutil.copytree(export_cache, cache)
-    shutil.rmtree(encoders.export_folder(cache, "openvino", fp32[1].weights_sha256))
-    damage_export(encoders.export_folder(cache, "onnxruntime", fp32[1].weights_sha256), "garbled")
+    shutil.rmtree(exports.export_folder(cache, "openvino", fp32[1].weights_sha256))
+    damage_export(exports.export_folder(cache, "onnxruntime", fp32[1].weights_sha256), "garbled")
     monkeypatch.setenv("PAPERLAKE_ENCODER_CACHE", str(cache))
     query_encoder.load_query_encoder.cache_clear()
     try:
         with caplog.at_level(logging.WARNING, logger="paperlake"):
-            vectors = query_encoder.encode_queries(sample_texts()[:3], embed.PACKAGED_MODEL)
+            vectors = query_encoder.encode_queries(sample_texts()[:3], PACKAGED_MODEL)
     finally:
         query_encoder.load_query_encoder.cache_clear()
     assert "the onnxruntime export fails" in caplog.text
     cosine = np.sum(vectors * unit(fp32[0].encode(sample_texts()[:3], 4)), axis=1)
-    assert np.isfinite(cosine).all() and cosine.min() >= encoders.MIN_COSINE
+    assert np.isfinite(cosine).all() and cosine.min() >= exports.MIN_COSINE

@@ -166,10 +166,10 @@ def test_bad_records_rejected_duplicates_kept_and_blocking_dq_stops_publish(
 
     # A blocking failure stops the publish: vectors that are not unit length, as a broken
     # model would give, leave version 2 current, and the CLI names the failed check.
-    import flows.embed
+    from flows.embed import papers
 
-    encode = flows.embed.encode
-    monkeypatch.setattr(flows.embed, "encode", lambda *a, **k: encode(*a, **k) * 2)
+    encode = papers.encode
+    monkeypatch.setattr(papers, "encode", lambda *a, **k: encode(*a, **k) * 2)
     write(raw_copy / "iclr_2024" / "extra.txt", "Graph transformers " * 12 + "\n")
     with pytest.raises(DataQualityError, match=r"embeddings\.expect_column_values_to_be_between"):
         paperlake(raw=[str(raw_copy)], warehouse=str(warehouse))

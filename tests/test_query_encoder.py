@@ -12,8 +12,8 @@ import numpy as np
 from flows import embed
 from flows.core.lake import open_lake
 from flows.core.settings import PACKAGED_MODEL, PROJECT_ROOT, encoder_cache
-from flows.embed import encoders
 from flows.embed import query as query_encoder
+from flows.embed import tokens
 
 SHORT_QUERIES = [
     "speculative decoding",
@@ -98,10 +98,10 @@ def test_weights_digest_is_kept_and_redone_when_the_weights_change(tmp_path):
 
 def test_tokenizer_truncates_at_max_seq_length_and_pads_to_the_longest(tmp_path):
     path = embed.model_path(PACKAGED_MODEL)
-    tokenizer = encoders.load_tokenizer(path)
+    tokenizer = tokens.load_tokenizer(path)
     long, short = tokenizer.encode_batch(["word " * 600, "one word"])
     # tokenizer.json says 128 and a fixed padding; sentence-transformers uses 256.
-    assert encoders.max_seq_length(path) == 256
+    assert tokens.max_seq_length(path) == 256
     assert len(long.ids) == len(short.ids) == 256
     assert sum(short.attention_mask) == 4  # [CLS] one word [SEP]
     assert json.loads((path / "sentence_bert_config.json").read_text())["max_seq_length"] == 256

@@ -99,8 +99,6 @@ def search(
     from flows.core.lake import open_lake
     from flows.read import MIN_COSINE, no_good_match, search_papers
 
-    if mode != Mode.keyword:
-        warm_query_encoder(settings.model)
     threshold = MIN_COSINE if min_cosine is None else min_cosine
     try:
         with without_pandas(), open_lake(settings, version, ("fts",)) as con:
@@ -123,9 +121,9 @@ def without_pandas() -> Iterator[None]:
     binding any parameter where it is installed (duckdb/duckdb#18658), and nothing a search
     runs needs it.
 
-    A search process spent 0.6 s of its 3.9 s importing it (2 busy cores); an entry of
-    None in sys.modules makes `import pandas` fail, and DuckDB binds without it. The entry
-    goes when the command ends, for callers in the same process (tests).
+    Importing it is a sizeable share of a search's start (bench/search_latency.py); an
+    entry of None in sys.modules makes `import pandas` fail, and DuckDB binds without it.
+    The entry goes when the command ends, for callers in the same process (tests).
     """
     kept_out = "pandas" not in sys.modules
     if kept_out:
@@ -135,21 +133,6 @@ def without_pandas() -> Iterator[None]:
     finally:
         if kept_out and sys.modules.get("pandas", False) is None:
             del sys.modules["pandas"]
-
-
-def warm_query_encoder(model: str) -> None:
-    """Load the query encoder of `model` in a thread while the warehouse is opened (its
-    start and the catalog's attach each cost a few tenths of a second); the search waits
-    for it, or loads another model's if the version was embedded by another."""
-    import threading
-
-    from flows.embed.query import query_encoder
-
-    def load() -> None:
-        with contextlib.suppress(Exception):  # the search itself then says what failed
-            query_encoder(model)
-
-    threading.Thread(target=load, name="warm-query-encoder", daemon=True).start()
 
 
 TITLE_WORDS = 12  # an untitled paper is shown by its abstract's first words

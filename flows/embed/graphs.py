@@ -75,7 +75,7 @@ def export_onnx(path: Path, folder: Path) -> None:
     from sentence_transformers import SentenceTransformer
 
     # Eager attention exports as MatMul/Softmax, the pattern ONNX Runtime fuses into its
-    # Attention kernel; the SDPA export stays unfused and ran 10% slower (bench/encoders.py).
+    # Attention kernel; the SDPA export stays unfused and ran slower (bench/encoders.py).
     st = SentenceTransformer(str(path), device="cpu", model_kwargs={"attn_implementation": "eager"})
     names = input_names(st)
     example = st.preprocess(list(PROBE_TEXTS[:2]))

@@ -1,12 +1,11 @@
 """Query encoder: a few texts to vectors without torch, from the model's exported graph.
 
-The pipeline exports the sentence-transformers model once per machine (flows/embed/encoders.py:
+The pipeline exports the sentence-transformers model once per machine (flows/embed/exports.py:
 the whole model, transformer, mean pooling and normalisation, in fp32, checked against
 fp32 torch before it is kept). A query loads that export in ONNX Runtime (OpenVINO where
-ONNX Runtime is not installed) and tokenizes with `tokenizers` from the model's own
-tokenizer.json, as sentence-transformers does: text stripped, truncated at the model's
-max_seq_length, padded to the longest text. Started in a fresh process on 2 busy cores
-(tokenizer, import, load, first query): ONNX Runtime 0.43-0.52 s, OpenVINO 0.68-0.83 s.
+ONNX Runtime is not installed: it starts slower) and tokenizes with `tokenizers` from the
+model's own tokenizer.json, as sentence-transformers does: text stripped, truncated at the
+model's max_seq_length, padded to the longest text.
 
 The encoder is kept for the life of the process (`query_encoder`), so a long-lived process
 (the web explorer) loads it once. Only when no export exists yet is torch imported, once,
@@ -21,7 +20,6 @@ import json
 import logging
 import os
 import shutil
-import sys
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -31,21 +29,23 @@ from pathlib import Path
 import numpy as np
 
 from flows.core.settings import encoder_cache
-from flows.embed.encoders import (
+from flows.embed.exports import (
     MIN_COSINE,
     MIN_MEAN_COSINE,
     check_agreement,
+    export,
     export_folder,
-    load_tokenizer,
     read_probe,
 )
 from flows.embed.graphs import PROBE_TEXTS, verify_export
+from flows.embed.machine import compute_threads
+from flows.embed.model import load_torch, model_path, weight_stamp, weights_sha256
+from flows.embed.tokens import load_tokenizer
 
 log = logging.getLogger("paperlake")
 
 # The tensors the tokenizer gives, by the names the exported graph takes them under.
 FEEDS = {"input_ids": "ids", "attention_mask": "attention_mask", "token_type_ids": "type_ids"}
-WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".onnx")  # as embed.weights_sha256
 
 
 @dataclass(frozen=True)
@@ -71,42 +71,32 @@ class QueryEncoder:
             for name in self.inputs
         }
         vectors = np.asarray(self.run(feed), dtype=np.float32)
-        # As embed.encode: normalised again in fp32, so every vector has unit norm.
+        # As vectors.encode: normalised again in fp32, so every vector has unit norm.
         norms = np.linalg.norm(vectors, axis=1, keepdims=True)
         np.divide(vectors, norms, out=vectors, where=norms > 0)
         return vectors
 
 
 def weights_digest(path: Path, cache: Path) -> str:
-    """sha256 of the model's weight files (as `embed.weights_sha256`), kept on disk.
+    """sha256 of the model's weight files (`weights_sha256`), kept on disk.
 
-    Hashing 90 MB of weights costs about 0.2 s, a quarter of a search's start; the digest
-    is kept in the encoder cache under the files' names, sizes and modification times, and
-    computed anew when any of them changes.
+    Hashing the weights would be a sizeable share of a search's start; the digest is kept
+    in the encoder cache under the files' names, sizes and modification times
+    (`weight_stamp`), and computed anew when any of them changes.
     """
-    files = sorted(p for p in path.rglob("*") if p.suffix in WEIGHT_SUFFIXES)
-    stamp = [
-        (f.relative_to(path).as_posix(), f.stat().st_size, f.stat().st_mtime_ns) for f in files
-    ]
+    stamp = weight_stamp(path)
     key = hashlib.sha256(json.dumps([str(path.resolve()), stamp]).encode()).hexdigest()[:32]
     record = cache / "digests" / f"{key}.txt"
     if record.is_file():
         digest = record.read_text().strip()
         if len(digest) == 64:
             return digest
-    from flows.embed import weights_sha256
-
     digest = weights_sha256(path)
     record.parent.mkdir(parents=True, exist_ok=True)
     tmp = record.with_suffix(f".{os.getpid()}.tmp")
     tmp.write_text(digest + "\n")
     os.replace(tmp, record)
     return digest
-
-
-def size_and_mtime(file: Path) -> tuple[int, int]:
-    stat = file.stat()
-    return stat.st_size, stat.st_mtime_ns
 
 
 def read_json(path: Path) -> dict:
@@ -120,7 +110,7 @@ def onnx_runner(folder: Path) -> tuple[tuple[str, ...], Callable]:
     if threads := os.environ.get("PAPERLAKE_THREADS"):
         options.intra_op_num_threads = max(1, int(threads))
     options.inter_op_num_threads = 1
-    # The export was optimised (fused) when made: basic passes only, 0.11 s not 0.16 s.
+    # The export was optimised (fused) when made: basic passes only, a quicker load.
     options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_BASIC
     session = ort.InferenceSession(
         str(folder / "model.onnx"), options, providers=["CPUExecutionProvider"]
@@ -153,12 +143,7 @@ def installed_backends() -> list[str]:
 
 def make_export(model: str, path: Path, backend: str, folder: Path) -> None:
     """Export the model by `backend` into `folder` (imports torch; once per machine)."""
-    from flows.embed import compute_threads, load_torch
-    from flows.embed.encoders import export
-
     log.info("encoder: no %s export of %s yet; making one (once per machine)", backend, model)
-    if "pandas" in sys.modules and sys.modules["pandas"] is None:
-        del sys.modules["pandas"]  # kept out by the search command; the exporters may want it
     fp32, _ = load_torch(model, "cpu", "fp32")
     export(fp32.st, path, backend, folder, compute_threads())
 
@@ -167,7 +152,7 @@ LOADING = threading.Lock()  # one load at a time: a second caller waits and gets
 
 
 def query_encoder(model: str) -> QueryEncoder:
-    """The query encoder of `model` (a name `embed.model_path` knows), loaded once a process
+    """The query encoder of `model` (a name `model_path` knows), loaded once a process
     (see `load_query_encoder`); callers in several threads share one load."""
     with LOADING:
         return load_query_encoder(model)
@@ -181,8 +166,6 @@ def load_query_encoder(model: str) -> QueryEncoder:
         RuntimeError: the model has no tokenizer.json, or no backend could load or make
             an export.
     """
-    from flows.embed import model_path
-
     path = model_path(model)
     if not (path / "tokenizer.json").is_file():
         raise RuntimeError(f"{path} has no tokenizer.json")
