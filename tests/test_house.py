@@ -11,8 +11,10 @@ from flows.core.settings import PROJECT_ROOT
 
 FLOWS = PROJECT_ROOT / "flows"
 # Each stage may import core and the stages before it, never one after it.
-STAGES = ("core", "ingest", "embed", "derive", "validate", "publish", "pipeline", "read", "serve",
-          "cli")  # fmt: skip
+# flows/tasks.py and flows/runner.py are the pipeline's own parts; flows/api is the
+# `paperlake` package, over all of them.
+STAGES = ("core", "ingest", "embed", "derive", "validate", "publish", "tasks", "runner",
+          "pipeline", "read", "serve", "cli", "api")  # fmt: skip
 
 
 def modules() -> dict[str, Path]:

@@ -104,7 +104,7 @@ def rebuild(settings: Settings, raw: list[Path] | None) -> None:
     from flows.cli.run import flow_parameters, print_summary
     from flows.pipeline import run_here
     from flows.publish import latest_config
-    from flows.serve.prefect_server import run_api
+    from flows.serve import run_api
     from flows.validate import DataQualityError
 
     config = latest_config(settings)

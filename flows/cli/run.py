@@ -71,7 +71,7 @@ def run(
     import duckdb
 
     from flows.core.damage import reason_of, told
-    from flows.serve.prefect_server import ServerError, run_api
+    from flows.serve import ServerError, run_api
     from flows.validate import DataQualityError
 
     parameters = flow_parameters(settings) | ({"force": True} if force else {})
@@ -131,14 +131,14 @@ def hand_over_run(settings: Settings, force: bool) -> bool:
     (flows/serve/warm_runner.py): its process has the stages imported and the model loaded."""
     from types import SimpleNamespace
 
-    from flows.serve import warm_runner
+    from flows.serve import HandedOverError, hand_over
 
     def say(line: str) -> None:
         err.print(line, markup=False, highlight=False, soft_wrap=True)
 
     try:
-        summary = warm_runner.hand_over(settings, handed_parameters(settings, force), say)
-    except warm_runner.HandedOverError as exc:
+        summary = hand_over(settings, handed_parameters(settings, force), say)
+    except HandedOverError as exc:
         if exc.kind == "data-quality":
             stopped_before_publish(settings, str(exc))
         fail(str(exc))
@@ -247,7 +247,7 @@ def print_summary(summary) -> None:
 
 def schedule_text(cron: str | None, interval: int | None) -> str:
     """The schedule `serve` runs on, with its next three runs dated (UTC)."""
-    from flows.serve.prefect_server import next_run_times
+    from flows.serve import next_run_times
 
     if not (cron or interval):
         return "no schedule: runs from the UI and from paperlake run"
@@ -304,8 +304,7 @@ def serve(
 
     from flows.core.settings import collector_paused
     from flows.pipeline import flow_for, run_handed_over, warm_up
-    from flows.serve.prefect_server import ServerError, persistent_api, port_in_use
-    from flows.serve.warm_runner import WarmRunner
+    from flows.serve import ServerError, WarmRunner, persistent_api, port_in_use
     from flows.validate import DocsWorker
 
     started_here = not PREFECT_API_URL.value()

@@ -31,8 +31,7 @@ def explore(
     """Explore a version in the browser: search with filters, paper pages with their
     nearest papers, near-duplicates and raw records, a map of papers by topic, and every
     published version. Serves until Ctrl-C or SIGTERM; works offline."""
-    from flows.serve.explorer import Explorer
-    from flows.serve.explorer_app import listen, serve, url_of
+    from flows.serve import Explorer, listen, serve_explorer, url_of
 
     try:
         explorer = Explorer(settings, version)
@@ -47,7 +46,7 @@ def explore(
         explorer.warm()
     except (WarehouseError, ValueError) as exc:  # search needs the query model
         out.print(f"warning: search will not work: {exc}", highlight=False)
-    serve(
+    serve_explorer(
         explorer,
         sock,
         ready=lambda: out.print(
