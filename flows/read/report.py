@@ -10,21 +10,24 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
 import duckdb
-import jinja2
 import numpy as np
 import polars as pl
 
-from flows.core.lake import WarehouseError, open_lake, published_versions, read_sql
+from flows.core.lake import (
+    WarehouseError,
+    define_paper_title,
+    open_lake,
+    published_versions,
+    read_sql,
+)
 from flows.core.palette import topic_colour
 from flows.core.settings import Settings
-from flows.publish.history import define_paper_title
+from flows.core.templates import templates
 
-TEMPLATES_DIR = Path(__file__).resolve().parents[1] / "templates"
 TEMPLATE = "report.html.j2"
 
 # The paper map's SVG viewBox: its width, the range of its height (the height follows the
@@ -378,18 +381,6 @@ def build(settings: Settings, version: int | None = None) -> Figures:
 def point_radius(papers: int) -> float:
     """A map dot's radius: 6 up to 100 papers, smaller as they crowd (not below 3)."""
     return round(float(np.clip(6 * math.sqrt(100 / max(papers, 1)), 3, 6)), 1)
-
-
-@lru_cache(maxsize=1)
-def templates() -> jinja2.Environment:
-    """The Jinja environment of paperlake's offline pages (flows/templates/)."""
-    return jinja2.Environment(
-        loader=jinja2.FileSystemLoader(TEMPLATES_DIR),
-        autoescape=True,
-        trim_blocks=True,
-        lstrip_blocks=True,
-        undefined=jinja2.StrictUndefined,
-    )
 
 
 def render(figures: Figures) -> str:

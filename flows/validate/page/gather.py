@@ -16,13 +16,13 @@ from flows.core.lake import (
     attach,
     catalog_exists,
     connect,
+    define_paper_title,
     open_lake,
     published_versions,
     read_sql,
 )
 from flows.core.settings import Settings
 from flows.core.wording import outcome_lines
-from flows.publish.history import define_paper_title
 from flows.validate.page.page import (
     THIS_RUN,
     Check,

@@ -11,7 +11,7 @@ import duckdb
 import polars as pl
 
 from flows.core.settings import Settings
-from flows.read.report import templates
+from flows.core.templates import templates
 from flows.validate.page.gather import build, build_for_run
 from flows.validate.page.page import Page
 
