@@ -39,7 +39,6 @@ from flows.ingest.cache import ParseCache
 from flows.publish import published
 from flows.publish.after_commit import compact_catalog_when_due, write_data_docs, write_page
 from flows.serve import warm_runner
-from flows.validate import page as dq_page
 
 
 @dataclass
@@ -373,7 +372,7 @@ def plan_publish(
         # What the version's page needs of the catalog, read now: the page is gathered
         # beside the commit, which holds the catalog then.
         return Planned(
-            con, plans, hashes, digests, publish.next_version(con), dq_page.latest_trend(con)
+            con, plans, hashes, digests, publish.next_version(con), validate.latest_trend(con)
         )
     except BaseException:
         con.close()
@@ -662,7 +661,7 @@ def run_pipeline(settings: Settings, force: bool = False) -> record.RunSummary:
             # links them).
             if plan:
                 gathering = in_thread(
-                    "page", dq_page.build_while_publishing, dict(tables), results, plan.trend,
+                    "page", validate.build_page_while_publishing, dict(tables), results, plan.trend,
                     plan.version,
                 )  # fmt: skip
             version, changes = publish_snapshot(
@@ -673,7 +672,7 @@ def run_pipeline(settings: Settings, force: bool = False) -> record.RunSummary:
             if gathering and plan.version == version:
                 page = gathering.result()
             else:
-                page = dq_page.build(settings, version, plan.con if plan else None)
+                page = validate.build_page(settings, version, plan.con if plan else None)
             if plan:
                 plan.keep(settings)
         finally:
@@ -744,7 +743,7 @@ def gate(
     summary.status = "failed"
     con = staged(tables)
     try:  # warehouse/dq/<run_id>.html, from the run's own tables
-        summary.dq_page = str(dq_page.write_run_page(con, settings, summary.run_id, results))
+        summary.dq_page = str(validate.write_run_page(con, settings, summary.run_id, results))
     finally:
         con.close()
     record.report_artifacts(summary, results)

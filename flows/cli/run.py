@@ -299,7 +299,6 @@ def serve(
     from flows.pipeline import flow_for, run_handed_over, warm_up
     from flows.serve.prefect_server import ServerError, next_run_times, persistent_api, port_in_use
     from flows.serve.warm_runner import WarmRunner
-    from flows.validate import DocsWorker
 
     started_here = not PREFECT_API_URL.value()
     if started_here and port_in_use(port):
@@ -322,32 +321,28 @@ def serve(
                 schedule = f"{every}; next runs at about {when} UTC"
             else:
                 schedule = "no schedule: runs from the UI and from paperlake run"
-            # The Data Docs of handed-over runs are built in a worker process, which
-            # imports Great Expectations while this one warms up.
-            with DocsWorker.serving(settings.warehouse / "gx") as docs:
-                # What a handed-over run would otherwise import and load, done once.
-                with collector_paused():
-                    warm_up(settings)
-                docs.open_project()  # set up (or made) by the warm-up
-                # Handed-over runs share one Prefect client of the serve's API, made here:
-                # a client made per run builds an SSL context (certifi's certificates
-                # loaded, 0.14 s of a +1 run) though the API is on loopback.
-                with SyncClientContext(), WarmRunner(settings.warehouse, run_handed_over):
-                    out.print(
-                        f"serving paperlake/{name} ({schedule}); paperlake run on "
-                        f"{settings.warehouse} runs here; Ctrl-C or SIGTERM stops it",
-                        highlight=False,
-                    )
-                    # One run at a time: a run that would start while another holds the
-                    # warehouse waits for it instead.
-                    # A server started here stops with serve: pausing its schedule first
-                    # only keeps the shutdown waiting on the API.
-                    serve_deployments(
-                        deployment,
-                        print_starting_message=False,
-                        limit=1,
-                        pause_on_shutdown=not started_here,
-                    )
+            # What a handed-over run would otherwise import and load, done once.
+            with collector_paused():
+                warm_up(settings)
+            # Handed-over runs share one Prefect client of the serve's API, made here:
+            # a client made per run builds an SSL context (certifi's certificates
+            # loaded) though the API is on loopback.
+            with SyncClientContext(), WarmRunner(settings.warehouse, run_handed_over):
+                out.print(
+                    f"serving paperlake/{name} ({schedule}); paperlake run on "
+                    f"{settings.warehouse} runs here; Ctrl-C or SIGTERM stops it",
+                    highlight=False,
+                )
+                # One run at a time: a run that would start while another holds the
+                # warehouse waits for it instead.
+                # A server started here stops with serve: pausing its schedule first
+                # only keeps the shutdown waiting on the API.
+                serve_deployments(
+                    deployment,
+                    print_starting_message=False,
+                    limit=1,
+                    pause_on_shutdown=not started_here,
+                )
     except ServerError as exc:
         fail(str(exc))
     except KeyboardInterrupt:  # Ctrl-C or SIGTERM before Prefect's runner took over
