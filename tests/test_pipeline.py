@@ -460,7 +460,7 @@ def test_suites_run_early_and_late_give_the_rows_of_all_run_at_once(sample_run, 
     assert rows.drop("run_id").equals(at_once.drop("run_id"))
     assert rows["suite"].unique(maintain_order=True).to_list() == suite_names()
     assert rows.height == at_once.height > 11 and set(rows["run_id"]) == {"run-b"}
-    assert sorted(r[0] for r in results) == sorted(r[0] for r in docs) != []
+    assert sorted(r.table for r in results) == sorted(r.table for r in docs) != []
 
 
 def test_warm_up_leaves_a_processs_first_flow_run_nothing_to_import_or_copy(tmp_path):
