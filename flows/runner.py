@@ -19,10 +19,8 @@ from flows import validate
 from flows.core import run_record as record
 from flows.core.lake import staged
 from flows.core.settings import Settings
-from flows.publish.after_commit import compact_catalog_when_due, write_data_docs, write_page
+from flows.publish import compact_catalog_when_due, write_data_docs, write_page
 from flows.tasks import validate_tables
-from flows.validate import page as dq_page
-from flows.validate.references import check_references
 
 # How each stage's outcome is recorded: (summary, what the stage returned, seconds).
 KEEPERS: dict[str, Callable[[record.RunSummary, Any, float], None]] = {
@@ -82,7 +80,7 @@ class StageRunner:
                     pl.col("suite").replace_strict(order, default=len(order)),
                     maintain_order=True,
                 ),
-                check_references(tables, self.run_id),
+                validate.check_references(tables, self.run_id),
             ]
         )
         record.write_dq_file(self.settings, self.run_id, results)
@@ -100,7 +98,7 @@ class StageRunner:
         self.summary.data_docs = write_data_docs(self.settings, self.run_id, docs)
         con = staged(tables)
         try:
-            page = dq_page.write_run_page(con, self.settings, self.run_id, results)
+            page = validate.write_run_page(con, self.settings, self.run_id, results)
             self.summary.dq_page = str(page)
         finally:
             con.close()
@@ -112,7 +110,7 @@ class StageRunner:
         the run's artifacts. The version is published already: a write that fails here is
         a warning of the run, not its failure."""
         self.summary.data_docs = write_data_docs(self.settings, self.run_id, docs)
-        page = dq_page.build(self.settings, version)
+        page = validate.build_page(self.settings, version)
         compact_catalog_when_due(self.settings, version)
         write_page(self.summary, self.settings, page, version)
         record.report_artifacts(self.summary, results)

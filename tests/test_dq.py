@@ -266,7 +266,8 @@ def test_the_page_gathered_while_a_version_is_committed_is_the_page_of_that_vers
     """A run gathers its version's page from its own tables beside the commit: the same
     page as one gathered from the catalog once the version is published, failing rows
     and the trend over both versions included."""
-    from flows.validate.page.gather import history_rows, tables_read
+    from flows.validate.page.gather import tables_read
+    from flows.validate.page.trend import history_rows
 
     settings = warned_run.settings
     with open_lake(settings, extensions=()) as lake:
@@ -277,6 +278,6 @@ def test_the_page_gathered_while_a_version_is_committed_is_the_page_of_that_vers
             "select * from dq_results where run_id = ?", [warned_run.summary.run_id]
         ).pl()
     assert tables_read(results) == {"sources", "papers"}  # a warning's rows
-    page = dq.build_while_publishing(tables, results, earlier, 2)
-    assert dq.as_json(page) == dq.as_json(dq.build(settings, 2))
+    page = dq.build_page_while_publishing(tables, results, earlier, 2)
+    assert dq.page_as_json(page) == dq.page_as_json(dq.build_page(settings, 2))
     assert [p.version for p in page.trend[0].points] == [1, 2]

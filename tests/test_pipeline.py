@@ -399,7 +399,7 @@ def test_suites_run_early_and_late_give_the_rows_of_all_run_at_once(sample_run, 
     references = rows.filter(pl.col("expectation") == "expect_column_values_to_be_keys_of_table")
     assert references.height == 18 and references["success"].all()
     assert set(rows["run_id"]) == {runner.run_id}
-    assert sorted(r[0] for r in results) == sorted(r[0] for r in docs) != []
+    assert sorted(r.table for r in results) == sorted(r.table for r in docs) != []
 
 
 def test_a_run_with_nothing_new_says_up_to_date_at_its_version(sample_run):

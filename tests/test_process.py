@@ -255,16 +255,16 @@ def gone_within(serve: subprocess.Popen, signum: int, seconds: float) -> dict[st
     return {f"{pid} {named[pid]}": gone.get(pid) for pid in seen}
 
 
-# Where serve is when the signal comes: the process started there (the Data Docs worker
-# importing Great Expectations, a scheduled flow run's process) and whether it is stopped
+# Where serve is when the signal comes: the process started there (its Prefect server,
+# starting while serve warms up; a scheduled flow run's process) and whether it is stopped
 # (SIGSTOP) first, as a machine so busy that it gets no CPU at all.
-WHERE = {"docs": b"spawn_main", "flow": b"prefect.engine"}
+WHERE = {"startup": b"flows.serve.api_server", "flow": b"prefect.engine"}
 
 
 @pytest.mark.parametrize(
     ("when", "stalled", "signum"),
     [
-        ("docs", True, signal.SIGTERM),
+        ("startup", False, signal.SIGTERM),
         ("flow", False, signal.SIGTERM),  # Prefect's runner cancels the flow run
         ("flow", True, signal.SIGTERM),  # and would wait 30 s for it: killed at 7 s
         ("flow", False, signal.SIGINT),
@@ -299,7 +299,7 @@ def test_serve_stops_with_every_process_it_started_within_10_s_on_a_busy_machine
     for process, took in gone.items():
         print(f"  {took:.2f} s  {process}" if took is not None else f"  running  {process}")
     assert [p for p, took in gone.items() if took is None] == [], output[-3000:]
-    assert len(gone) >= 4  # serve, its Prefect server, the Data Docs worker, its tracker
+    assert len(gone) >= 2  # serve and its Prefect server, at least
     killed = "stopped: the schedule and the Prefect server it started, killed: not ended 7 s after"
     if when == "flow" and stalled:
         assert serve.returncode == 128 + signum and killed in output, output[-3000:]

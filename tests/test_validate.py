@@ -14,6 +14,9 @@ from hypothesis import strategies as st
 from flows import validate
 from flows.core import cache
 from flows.core.settings import EXPECTATIONS_DIR
+from flows.validate.checks import duplicate_rows, failed_lists
+from flows.validate.docs import prune_results
+from flows.validate.gx import GxProject
 
 PARAMS = {
     "min_words": 20,
@@ -47,6 +50,23 @@ def papers(**changes) -> pl.DataFrame:
 @pytest.fixture(scope="module")
 def validator(tmp_path_factory):
     return validate.Validator(tmp_path_factory.mktemp("gx"), run_id="test-run")
+
+
+def store(validator: validate.Validator) -> None:
+    """Store the suite results `validator` left, as building the Data Docs does."""
+    project = GxProject.at(validator.root)
+    for result in validator.unstored:
+        project.store(validator.run_id, result)
+    validator.unstored.clear()
+
+
+def build_docs(validator: validate.Validator, **options) -> Path | None:
+    """Build the Data Docs of the suite results `validator` left, as a run does."""
+    index = validate.build_data_docs(
+        validator.root, validator.run_id, validator.unstored, **options
+    )
+    validator.unstored.clear()
+    return index
 
 
 def test_every_table_suite_is_a_json_file_named_after_its_table():
@@ -156,7 +176,7 @@ def test_sources_must_account_for_every_record(validator):
 
 
 def test_data_docs_are_built(validator):
-    index = validator.build_docs()
+    index = build_docs(validator)
     assert index is not None and index.name == "index.html"
     assert "papers" in index.read_text()
 
@@ -165,7 +185,7 @@ def test_data_docs_name_the_run_and_table_and_carry_severity(validator):
     """Each stored result is named by the paperlake run and its table, each expectation
     carries its severity in its meta, and no pandas query names a frame readers lack."""
     validator.validate("papers", papers(venue=["ICLR", None]), PARAMS)
-    validator.store_results()
+    index = build_docs(validator)  # the results stored, their pages built
     runs = Path(validator.context.root_directory) / "uncommitted" / "validations" / "papers"
     stored = json.loads(sorted((runs / "test-run").glob("*/*.json"))[-1].read_text())
     assert stored["meta"]["run_id"]["run_name"] == "test-run"
@@ -187,7 +207,6 @@ def test_data_docs_name_the_run_and_table_and_carry_severity(validator):
     # Whole-table checks are computed in DuckDB: Great Expectations sees only row checks.
     assert ("expect_column_values_to_be_unique", "paper_id") not in meta
     assert not any("unexpected_index_query" in r["result"] for r in stored["results"])
-    index = validator.build_docs()
     page = max((index.parent / "validations" / "papers" / "test-run").glob("*/*.html"))
     text = page.read_text()
     assert "Data asset: papers" in text and "df.filter" not in text
@@ -196,9 +215,10 @@ def test_data_docs_name_the_run_and_table_and_carry_severity(validator):
 def test_old_results_are_pruned_before_the_docs_are_built(validator):
     for _ in range(3):
         validator.validate("papers", papers(), PARAMS)
+    store(validator)
     root = Path(validator.context.root_directory) / "uncommitted" / "validations" / "papers"
     assert len(list(root.glob("*/*"))) >= 3
-    validator.prune_results(keep=2)
+    prune_results(validator.root, keep=2)
     assert len(list(root.glob("*/*"))) == 2
 
 
@@ -238,7 +258,7 @@ def test_a_memo_checks_only_new_rows_and_gives_the_full_results(tmp_path):
         got = with_memo.validate("papers", frame, PARAMS)
         assert comparable(got) == comparable(fresh.validate("papers", frame, PARAMS))
         assert set(got["element_count"].drop_nulls()) == {frame.height}
-        with_memo.store_results()  # as the Data Docs' thread does
+        store(with_memo)
         runs = tmp_path / "gx" / "gx" / "uncommitted" / "validations" / "papers" / f"run-{number}"
         stored = [json.loads(p.read_text()) for p in runs.glob("*/*.json")]
         gx_rows.append(stored[0]["results"][0]["result"]["element_count"] if stored else 0)
@@ -303,10 +323,7 @@ def test_data_docs_are_built_for_new_results_and_list_every_kept_one(tmp_path):
     for number in range(4):
         validator = validate.Validator(tmp_path / "gx", f"run-{number}")
         validator.validate("papers", papers(), PARAMS)
-        validator.prune_results = lambda keep=3, v=validator: validate.Validator.prune_results(
-            v, keep
-        )
-        index = validator.build_docs()
+        index = build_docs(validator, keep=3)
         pages.append(sorted(p.relative_to(index.parent) for p in index.parent.rglob("*.html")))
     linked = set(re.findall(r"'_table_row_link_path': '(validations/[^']+)'", index.read_text()))
     results = {str(p) for p in pages[-1] if str(p).startswith("validations/")}
@@ -323,7 +340,7 @@ def test_a_clean_batch_is_stored_with_counts_and_a_failing_one_with_every_failin
     clean = validate.Validator(tmp_path / "gx", "clean")
     passed = clean.validate("papers", many_papers(40, word_count=pl.lit(30)), PARAMS)
     assert passed["success"].all()
-    clean.store_results()
+    store(clean)
     stored = json.loads(next((runs / "clean").glob("*/*.json")).read_text())
     counted = {r["result"]["element_count"] for r in stored["results"]}
     assert counted == {40} and {r["result"]["unexpected_count"] for r in stored["results"]} == {0}
@@ -336,7 +353,7 @@ def test_a_clean_batch_is_stored_with_counts_and_a_failing_one_with_every_failin
     below = frame.filter(pl.col("word_count") < 20)
     assert short["unexpected_count"] == below.height == 15
     assert short["unexpected_ids"] == sorted(below["paper_id"].to_list())
-    failing.store_results()
+    store(failing)
     stored = json.loads(next((runs / "failing").glob("*/*.json")).read_text())
     listed = [r["result"] for r in stored["results"] if r["result"].get("unexpected_count")]
     assert [(r["unexpected_count"], len(r["partial_unexpected_list"])) for r in listed] == [
@@ -344,43 +361,12 @@ def test_a_clean_batch_is_stored_with_counts_and_a_failing_one_with_every_failin
     ]
 
 
-def test_data_docs_templates_are_compiled_once_a_process(validator, monkeypatch):
-    """GX renders each page in a new Jinja environment; they share one bytecode cache, so a
-    second build compiles no template and renders the same page."""
-    import jinja2
-
-    compiled = []
-    compile_source = jinja2.Environment.compile
-
-    def counting(self, source, *args, **kwargs):
-        compiled.append(kwargs.get("name") or (args[0] if args else None))
-        return compile_source(self, source, *args, **kwargs)
-
-    monkeypatch.setattr(jinja2.Environment, "compile", counting)
-    pages = []
-    for _ in range(2):
-        validator.validate("papers", papers(venue=["ICLR", None]), PARAMS)
-        index = validator.build_docs()
-        pages.append(max((index.parent / "validations" / "papers" / "test-run").glob("*/*.html")))
-        validator.stored.clear()
-        if not pages[1:]:
-            compiled.clear()  # a first build in this process may compile
-    assert compiled == []
-    assert pages[0] != pages[1]
-    # Times and element ids differ from render to render.
-    strip = re.compile(
-        r"[\d-]{8,10}T[\d:]{6,8}(\.\d+)?Z?|[0-9a-f]{8}(-[0-9a-f]{4}){3}-[0-9a-f]{12}"
-    )
-    texts = [strip.sub("", p.read_text()) for p in pages]
-    assert "Data asset: papers" in texts[1] and texts[0] == texts[1]
-
-
 def test_a_warmed_up_process_validates_without_defining_a_suite(tmp_path, monkeypatch):
     """`warm_up(root)` (what `paperlake serve` does at its start) opens the project and
     defines every suite, so that its first run only validates."""
     root = tmp_path / "gx"
     validate.warm_up(root)
-    project = validate.GxProject.at(root)
+    project = GxProject.at(root)
     assert len(project.definitions) == len(validate.suite_names())
 
     def defined_again(suite):
@@ -400,11 +386,11 @@ def test_a_warmed_up_process_renders_only_its_runs_pages(tmp_path, monkeypatch):
     root = tmp_path / "gx"
     first = validate.Validator(root, "earlier-process")
     first.validate("papers", papers(), PARAMS)
-    assert first.build_docs() is not None
-    monkeypatch.setattr(validate.GxProject, "open", {})  # as in a new process
+    assert build_docs(first) is not None
+    monkeypatch.setattr(GxProject, "open", {})  # as in a new process
     validate.warm_up(root)
-    project = validate.GxProject.at(root)
-    assert project.unpaged == set()
+    project = GxProject.at(root)
+    assert project.suite_pages_due(validate.suite_names()) == []
     built = []
     monkeypatch.setattr(
         project.context, "build_data_docs", lambda resource_identifiers=None: built.extend(
@@ -413,13 +399,11 @@ def test_a_warmed_up_process_renders_only_its_runs_pages(tmp_path, monkeypatch):
     )  # fmt: skip
     run = validate.Validator(root, "first-run")
     run.validate("papers", papers(venue=["ICLR", None]), PARAMS)
-    run.build_docs()
+    build_docs(run)
     assert built == ["ValidationResultIdentifier"]
 
 
 def test_failed_lists_name_each_rows_failed_expectations_in_order():
-    from flows.validate import failed_lists
-
     hashes = pl.Series([5, 7, 9, 7], dtype=pl.UInt64)
     made = failed_lists(hashes, [{7}, set(), {9, 7}, {1}])  # hash 1 is not among the rows
     assert made["row_hash"].to_list() == [5, 7, 9, 7]
@@ -436,8 +420,6 @@ def test_failed_lists_name_each_rows_failed_expectations_in_order():
     )
 )
 def test_duplicate_rows_are_the_rows_whose_present_key_repeats_in_table_order(rows):
-    from flows.validate import duplicate_rows
-
     frame = pl.DataFrame(rows, schema={"k": pl.String, "n": pl.Int64}, orient="row")
     frame = frame.with_row_index("at")
     found = duplicate_rows(frame, ["k", "n"])["at"].to_list()
@@ -449,89 +431,22 @@ def test_duplicate_rows_are_the_rows_whose_present_key_repeats_in_table_order(ro
                       and [r[0] for r in rows].count(k) > 1]  # fmt: skip
 
 
-def test_expectations_build_their_configuration_once_in_a_validation_and_results_do_not_change(
-    tmp_path,
-):
-    """Inside `configurations_reused` an expectation object gives the same configuration
-    each time it is read (Great Expectations builds one per read otherwise), and a suite
-    validated inside it gives the results it gives outside, failing rows and all."""
-    from great_expectations.expectations import ExpectColumnValuesToBeBetween
-
-    expectation = ExpectColumnValuesToBeBetween(column="word_count", min_value=20)
-    validate.reuse_configurations()
-    assert expectation.configuration is not expectation.configuration
-    with validate.configurations_reused():
-        assert expectation.configuration is expectation.configuration
-        assert expectation.configuration.kwargs["min_value"] == 20
-    assert expectation.configuration is not expectation.configuration
-
-    validator = validate.Validator(tmp_path / "gx", "scoped")
-    suite = validate.Suite.load("papers").row_level()
-    whole, gx_suite = validator._definition(suite)
-    frame = validate.prepare("papers", many_papers(60)).with_columns(
-        pl.lit(0, dtype=pl.UInt64).alias(validate.ROW_HASH)
-    )
-
-    def outcome() -> list[dict]:
-        batch = whole.get_batch(batch_parameters={"dataframe": frame.to_pandas()})
-        result = batch.validate(gx_suite, expectation_parameters=PARAMS,
-                                result_format=validate.COUNTS_FORMAT)  # fmt: skip
-        return [
-            {
-                "type": r.expectation_config.type,
-                "kwargs": r.expectation_config.kwargs,
-                "success": r.success,
-                "result": r.result,
-            }
-            for r in result.results
-        ]
-
-    plain = outcome()
-    with validate.configurations_reused():
-        reused = outcome()
-    assert reused == plain
-    failed = [r for r in plain if not r["success"]]
-    assert [(r["type"], r["result"]["unexpected_count"]) for r in failed] == [
-        ("expect_column_values_to_be_between", 15)
-    ]
-
-
-def test_a_docs_worker_builds_the_data_docs_in_its_own_process(tmp_path, monkeypatch):
-    """Within `DocsWorker.serving(root)` (as `paperlake serve` runs), `write_data_docs` has
-    a spawned process store the run's results and build their pages and the index; it
-    leaves the project's configuration as it was and ends with the block. A worker that
-    died leaves the build to the run's own process."""
-    import multiprocessing
-    from multiprocessing import resource_tracker
-
+def test_write_data_docs_stores_each_runs_results_and_lists_every_kept_run(tmp_path):
+    """`write_data_docs` (a run's step beside its commit) stores the run's suite results
+    and builds their pages and the index, leaving the project's configuration as it was;
+    a run that checked no row leaves the Data Docs as they are."""
     from flows.core.settings import Settings
-    from flows.pipeline import write_data_docs
-    from tests.test_process import alive
+    from flows.publish.after_commit import write_data_docs
 
     root = tmp_path / "gx"
-    warehouse = Settings(warehouse=tmp_path)
     first = validate.Validator(root, "run-1")
     first.validate("papers", papers(), PARAMS)
-    assert first.build_docs() is not None  # the site exists, built here
+    assert build_docs(first) is not None  # the site exists
     config = (root / "gx" / "great_expectations.yml").read_text()
-    runs = {}
     for name in ("run-2", "run-3"):
-        runs[name] = validate.Validator(root, name)
-        runs[name].validate("papers", papers(venue=["ICLR", None]), PARAMS)
-    with validate.DocsWorker.serving(root) as worker:
-        worker.open_project()
-        workers = multiprocessing.active_children()
-        assert len(workers) == 1
-        tracker = resource_tracker._resource_tracker._pid  # launched by the spawn
-        assert tracker is not None and alive(tracker)
-        with monkeypatch.context() as here:  # not built in this process
-            here.setattr(validate.Validator, "build_docs", lambda self: pytest.fail("here"))
-            index = write_data_docs(warehouse, "run-2", runs["run-2"].unstored)
-        workers[0].kill()
-        workers[0].join()
-        assert write_data_docs(warehouse, "run-3", runs["run-3"].unstored) == index
-    assert multiprocessing.active_children() == []
-    assert not alive(tracker)  # stopped with the worker, not at this process's exit
+        run = validate.Validator(root, name)
+        run.validate("papers", papers(venue=["ICLR", None]), PARAMS)
+        index = write_data_docs(Settings(warehouse=tmp_path), name, run.unstored)
     site = root / "gx" / "uncommitted" / "data_docs" / "local_site"
     assert index == str(site / "index.html")
     linked = set(re.findall(r"'_table_row_link_path': 'validations/papers/([^/']+)/", Path(
@@ -539,3 +454,33 @@ def test_a_docs_worker_builds_the_data_docs_in_its_own_process(tmp_path, monkeyp
     assert linked == {"run-1", "run-2", "run-3"}
     assert len(list((site / "validations" / "papers" / "run-2").rglob("*.html"))) == 1
     assert (root / "gx" / "great_expectations.yml").read_text() == config
+    assert validate.build_data_docs(root, "run-4", []) == site / "index.html"
+    assert not (site / "validations" / "papers" / "run-4").exists()
+
+
+def test_a_new_process_uses_the_projects_suites_and_writes_only_a_changed_one(
+    tmp_path, monkeypatch
+):
+    """A process that opens the project anew finds its datasource, assets and unchanged
+    suites as they are, and writes none of them again; a changed suite is written, and
+    its Data Docs page is due again."""
+    root = tmp_path / "gx"
+    first = validate.Validator(root, "run-1")
+    first.validate("papers", papers(), PARAMS)
+    assert build_docs(first) is not None
+    config = root / "gx" / "great_expectations.yml"
+    suite_file = root / "gx" / "expectations" / "papers.json"
+    written = {p: p.stat().st_mtime_ns for p in (config, suite_file)}
+    monkeypatch.setattr(GxProject, "open", {})  # as in a new process
+    again = validate.Validator(root, "run-2")
+    results = again.validate("papers", papers(venue=["ICLR", None]), PARAMS)
+    assert again.ran_gx and results.filter(~pl.col("success")).height == 1
+    assert {p: p.stat().st_mtime_ns for p in written} == written
+    assert again.project.suite_pages_due(["papers"]) == []
+
+    monkeypatch.setattr(GxProject, "open", {})
+    project = GxProject.at(root)
+    suite = validate.Suite.load("papers").row_level()
+    project.definition(validate.Suite(suite.name, suite.id_columns, suite.expectations[:-1]))
+    assert suite_file.stat().st_mtime_ns > written[suite_file]
+    assert [key.name for key in project.suite_pages_due(["papers"])] == ["papers"]

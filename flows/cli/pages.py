@@ -69,15 +69,15 @@ def data_quality(
     settings: Settings,
 ) -> None:
     """Write the data-quality page of a version (see DQ_HELP); print its path."""
-    from flows.validate import page as dq
+    from flows import validate
 
     try:
         if fmt == PageFormat.json:
-            page = dq.build(settings, version)
-            dq.link_data_docs(page, settings)
-            sys.stdout.write(json.dumps(dq.as_json(page), indent=2, default=str) + "\n")
+            page = validate.build_page(settings, version)
+            validate.link_data_docs(page, settings)
+            sys.stdout.write(json.dumps(validate.page_as_json(page), indent=2, default=str) + "\n")
             return
-        path = dq.write_page(settings, version, output)
+        path = validate.write_version_page(settings, version, output)
     except WarehouseError as exc:
         fail(str(exc))
     except OSError as exc:

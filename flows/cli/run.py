@@ -280,33 +280,13 @@ def serve(
     it serves, `paperlake run` on the same warehouse hands its run to this process, which
     has the stages imported and the model loaded: a small run takes a second or two.
     """
-    if cron is not None and interval is not None:
-        fail("give one schedule: --cron '0 6 * * *' or --interval SECONDS, not both")
-    parameters = {
-        "raw": [str(p.resolve()) for p in settings.raw],
-        "warehouse": str(settings.warehouse.resolve()),
-    }
-    shared = {
-        "catalog": settings.catalog,
-        "data_path": settings.data_path,
-        "cluster": settings.cluster,
-    }
-    if settings.data_path and "://" not in settings.data_path:
-        shared["data_path"] = str(Path(settings.data_path).resolve())
-    parameters |= {key: value for key, value in shared.items() if value}
-    missing = [p for p in parameters["raw"] if not Path(p).exists()]
-    if missing:
-        fail(f"raw input {', '.join(missing)} does not exist")
-
-    from prefect import serve as serve_deployments
-    from prefect.context import SyncClientContext
     from prefect.settings import PREFECT_API_URL
 
-    from flows.core.settings import collector_paused
-    from flows.pipeline import flow_for, run_handed_over, warm_up
-    from flows.serve import ServerError, WarmRunner, persistent_api, port_in_use
-    from flows.validate import DocsWorker
+    from flows.serve import ServerError, persistent_api, port_in_use
 
+    if cron is not None and interval is not None:
+        fail("give one schedule: --cron '0 6 * * *' or --interval SECONDS, not both")
+    parameters = served_parameters(settings)
     started_here = not PREFECT_API_URL.value()
     if started_here and port_in_use(port):
         fail(f"port {port} is in use; choose another with --port")
@@ -316,39 +296,10 @@ def serve(
     before = signal.signal(signal.SIGTERM, signal.default_int_handler)
     try:
         with persistent_api(settings, port) as (api_url, ui_url):
-            deployment = flow_for(settings).to_deployment(
-                name=name, cron=cron, interval=interval, parameters=parameters
-            )
             out.print(f"Prefect API: {api_url}", highlight=False)
             if ui_url:
                 out.print(f"Prefect UI: {ui_url}  (runs, logs and artifacts)", highlight=False)
-            schedule = schedule_text(cron, interval)
-            # The Data Docs of handed-over runs are built in a worker process, which
-            # imports Great Expectations while this one warms up.
-            with DocsWorker.serving(settings.warehouse / "gx") as docs:
-                # What a handed-over run would otherwise import and load, done once.
-                with collector_paused():
-                    warm_up(settings)
-                docs.open_project()  # set up (or made) by the warm-up
-                # Handed-over runs share one Prefect client of the serve's API, made here:
-                # a client made per run builds an SSL context (certifi's certificates
-                # loaded, 0.14 s of a +1 run) though the API is on loopback.
-                with SyncClientContext(), WarmRunner(settings.warehouse, run_handed_over):
-                    out.print(
-                        f"serving paperlake/{name} ({schedule}); paperlake run on "
-                        f"{settings.warehouse} runs here; Ctrl-C or SIGTERM stops it",
-                        highlight=False,
-                    )
-                    # One run at a time: a run that would start while another holds the
-                    # warehouse waits for it instead.
-                    # A server started here stops with serve: pausing its schedule first
-                    # only keeps the shutdown waiting on the API.
-                    serve_deployments(
-                        deployment,
-                        print_starting_message=False,
-                        limit=1,
-                        pause_on_shutdown=not started_here,
-                    )
+            serve_here(settings, parameters, name, cron, interval, started_here)
     except ServerError as exc:
         fail(str(exc))
     except KeyboardInterrupt:  # Ctrl-C or SIGTERM before Prefect's runner took over
@@ -356,3 +307,59 @@ def serve(
     finally:
         signal.signal(signal.SIGTERM, before)
     out.print("stopped: the schedule and the Prefect server it started")
+
+
+def served_parameters(settings: Settings) -> dict[str, Any]:
+    """The flow parameters of the served deployment: raw, warehouse and the catalog and
+    cluster settings given, paths resolved (a scheduled run starts in another folder)."""
+    parameters = {
+        "raw": [str(p.resolve()) for p in settings.raw],
+        "warehouse": str(settings.warehouse.resolve()),
+    }
+    shared = {"catalog": settings.catalog, "data_path": settings.data_path,
+              "cluster": settings.cluster}  # fmt: skip
+    if settings.data_path and "://" not in settings.data_path:
+        shared["data_path"] = str(Path(settings.data_path).resolve())
+    parameters |= {key: value for key, value in shared.items() if value}
+    missing = [p for p in parameters["raw"] if not Path(p).exists()]
+    if missing:
+        fail(f"raw input {', '.join(missing)} does not exist")
+    return parameters
+
+
+def serve_here(
+    settings: Settings,
+    parameters: dict[str, Any],
+    name: str,
+    cron: str | None,
+    interval: int | None,
+    started_here: bool,
+) -> None:
+    """Warm up, then serve the deployment and the warm runner until stopped."""
+    from prefect import serve as serve_deployments
+    from prefect.context import SyncClientContext
+
+    from flows.core.settings import collector_paused
+    from flows.pipeline import flow_for, run_handed_over, warm_up
+    from flows.serve import WarmRunner
+
+    deployment = flow_for(settings).to_deployment(
+        name=name, cron=cron, interval=interval, parameters=parameters
+    )
+    # What a handed-over run would otherwise import and load, done once.
+    with collector_paused():
+        warm_up(settings)
+    # Handed-over runs share one Prefect client of the serve's API, made here: a client
+    # made per run builds an SSL context though the API is on loopback.
+    with SyncClientContext(), WarmRunner(settings.warehouse, run_handed_over):
+        out.print(
+            f"serving paperlake/{name} ({schedule_text(cron, interval)}); paperlake run on "
+            f"{settings.warehouse} runs here; Ctrl-C or SIGTERM stops it",
+            highlight=False,
+        )
+        # One run at a time: a run that would start while another holds the warehouse
+        # waits for it instead. A server started here stops with serve: pausing its
+        # schedule first only keeps the shutdown waiting on the API.
+        serve_deployments(
+            deployment, print_starting_message=False, limit=1, pause_on_shutdown=not started_here
+        )

@@ -343,6 +343,13 @@ def staged(
     return con
 
 
+def define_paper_title(con: duckdb.DuckDBPyConnection) -> None:
+    """Give the connection the macros of sql/macros/paper_title.sql: paper_title(title,
+    abstract) names a paper to a person (its title, else its abstract's first words) and
+    paper_untitled(title) says which; every listing of papers uses them."""
+    con.execute(read_sql("macros/paper_title"))
+
+
 def published_versions(con: duckdb.DuckDBPyConnection) -> list[int]:
     """Snapshot ids that paperlake committed (each run's commit carries a message)."""
     rows = con.execute(

@@ -20,6 +20,7 @@ Modules, in the order a run meets them:
 """
 
 from flows.core.lake import STAGE, stage_frames
+from flows.publish.after_commit import compact_catalog_when_due, write_data_docs, write_page
 from flows.publish.committed import keep_committed, take_committed
 from flows.publish.compaction import Compaction, compact, compact_when_due
 from flows.publish.doctor import (
@@ -35,7 +36,6 @@ from flows.publish.history import (
     CONTENT_TABLES,
     VersionDiff,
     checksums,
-    define_paper_title,
     diff_versions,
 )
 from flows.publish.plan import HASHED_PLAN_ROWS, plan_changes, prepare, row_hashes
@@ -56,6 +56,9 @@ from flows.publish.stage import (
 )
 
 __all__ = [
+    "compact_catalog_when_due",
+    "write_data_docs",
+    "write_page",
     "CONTENT_TABLES",
     "FAULT_POINTS",
     "HASHED_PLAN_ROWS",
@@ -76,7 +79,6 @@ __all__ = [
     "compact",
     "compact_when_due",
     "current_fingerprint",
-    "define_paper_title",
     "detach",
     "diff_versions",
     "keep_committed",

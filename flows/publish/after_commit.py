@@ -6,7 +6,6 @@ failure."""
 from __future__ import annotations
 
 import time
-from concurrent.futures import BrokenExecutor
 from typing import Any
 
 import duckdb
@@ -15,23 +14,14 @@ from flows import validate
 from flows.core import run_record as record
 from flows.core.settings import Settings
 from flows.publish.compaction import compact_when_due
-from flows.validate import page as dq_page
 
 
 def write_data_docs(settings: Settings, run_id: str, suite_results: list) -> str | None:
     """Store `suite_results` (from `validate_tables`) and build their Data Docs pages;
     returns the index page (None where they cannot be written: a full disk costs the run
-    its Data Docs, a view only, with a warning). In the project's `validate.DocsWorker`
-    where one serves it."""
+    its Data Docs, a view only, with a warning)."""
     try:
-        if worker := validate.DocsWorker.of(settings.warehouse / "gx"):
-            try:
-                return worker.build(run_id, suite_results)
-            except BrokenExecutor as exc:  # the worker died: built here, as without one
-                record.run_logger().warning("the Data Docs worker stopped (%s): built here", exc)
-        validator = validate.Validator(settings.warehouse / "gx", run_id)
-        validator.unstored = list(suite_results)
-        index = validator.build_docs()
+        index = validate.build_data_docs(settings.warehouse / "gx", run_id, suite_results)
     except OSError as exc:
         record.run_logger().warning("the Data Docs were not written: %s", exc)
         return None
@@ -43,8 +33,8 @@ def write_page(summary: record.RunSummary, settings: Settings, page: Any, versio
     The version is published already: a page that cannot be written (a full disk) is a
     warning of the run, not its failure."""
     try:
-        output = dq_page.default_output(settings, version)
-        summary.dq_page = str(dq_page.write(page, settings, output))
+        output = validate.page_path(settings, version)
+        summary.dq_page = str(validate.save_page(page, settings, output))
     except OSError as exc:
         summary.warnings.append(
             f"version {version} is published, but its data-quality page was not written "

@@ -8,7 +8,13 @@ from dataclasses import dataclass
 import duckdb
 import polars as pl
 
-from flows.core.lake import WarehouseError, open_lake, published_versions, read_sql
+from flows.core.lake import (
+    WarehouseError,
+    define_paper_title,
+    open_lake,
+    published_versions,
+    read_sql,
+)
 from flows.core.settings import Settings
 from flows.publish.stage import TABLE_KEYS
 
@@ -30,13 +36,6 @@ class VersionDiff:
     def counts(self) -> dict[str, int]:
         col = self.papers["change"]
         return {c: int((col == c).sum()) for c in ("added", "removed", "changed")}
-
-
-def define_paper_title(con: duckdb.DuckDBPyConnection) -> None:
-    """Give the connection the macros of sql/macros/paper_title.sql: paper_title(title,
-    abstract) names a paper to a person (its title, else its abstract's first words) and
-    paper_untitled(title) says which; every listing of papers uses them."""
-    con.execute(read_sql("macros/paper_title"))
 
 
 def _check_versions(con: duckdb.DuckDBPyConnection, *versions: int) -> None:

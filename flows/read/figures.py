@@ -11,9 +11,15 @@ import duckdb
 import numpy as np
 import polars as pl
 
-from flows.core.lake import WarehouseError, open_lake, published_versions, read_sql
+from flows.core.lake import (
+    WarehouseError,
+    define_paper_title,
+    open_lake,
+    published_versions,
+    read_sql,
+)
 from flows.core.settings import Settings
-from flows.publish import define_paper_title, diff_versions
+from flows.publish import diff_versions
 from flows.read.paper_map import PaperMap, paper_map, topic_names
 
 TOP_DUPLICATES = 20

@@ -9,35 +9,21 @@ inline, so the file opens offline.
 from __future__ import annotations
 
 import math
-from functools import lru_cache
 from pathlib import Path
 
-import jinja2
 import numpy as np
 
 from flows.core.settings import Settings
+from flows.core.templates import templates
 from flows.read.figures import Figures, build
 from flows.read.paper_map import MAP_WIDTH
 
-TEMPLATES_DIR = Path(__file__).resolve().parents[1] / "templates"
 TEMPLATE = "report.html.j2"
 
 
 def point_radius(papers: int) -> float:
     """A map dot's radius: 6 up to 100 papers, smaller as they crowd (not below 3)."""
     return round(float(np.clip(6 * math.sqrt(100 / max(papers, 1)), 3, 6)), 1)
-
-
-@lru_cache(maxsize=1)
-def templates() -> jinja2.Environment:
-    """The Jinja environment of paperlake's offline pages (flows/templates/)."""
-    return jinja2.Environment(
-        loader=jinja2.FileSystemLoader(TEMPLATES_DIR),
-        autoescape=True,
-        trim_blocks=True,
-        lstrip_blocks=True,
-        undefined=jinja2.StrictUndefined,
-    )
 
 
 def render(figures: Figures) -> str:

@@ -12,16 +12,7 @@ import polars as pl
 
 from flows.core import cache
 from flows.core.settings import package_version
-
-
-def resolve(kwargs: dict, parameters: dict) -> dict:
-    """An expectation's kwargs with each {"$PARAMETER": name} replaced by its value."""
-    return {
-        key: parameters[value["$PARAMETER"]]
-        if isinstance(value, dict) and "$PARAMETER" in value
-        else value
-        for key, value in kwargs.items()
-    }
+from flows.validate.suites import resolve
 
 
 @dataclass

@@ -3,21 +3,18 @@
 The page opens with the run's outcome in the words `paperlake run` printed
 (flows/core/wording.py), then lists every suite and expectation with its severity, its
 outcome, the observed value against the threshold, and the failing rows as a person knows
-them: title, file:line and the offending value. It folds in the per-file ingest figures
-and a trend over recent versions. Figures come from sql/dq/ (gather.py), the page from
-flows/templates/dq.html.j2 (render.py); CSS, SVG and JS are inline, so it opens offline.
-`as_json` gives the same content for machines; page.py holds the page's dataclasses and
-its wording of checks and values.
+them: title, file:line and the offending value (rows.py). It folds in the per-file ingest
+figures and a trend over recent versions (trend.py). Figures come from sql/dq/
+(gather.py), the page from flows/templates/dq.html.j2 (render.py); CSS, SVG and JS are
+inline, so it opens offline. `page_as_json` gives the same content for machines; page.py
+holds the page's dataclasses and its wording of checks and values.
 """
 
 from flows.validate.page.gather import (
-    TREND_VERSIONS,
-    build,
-    build_for_run,
-    build_while_publishing,
+    build_page,
+    build_page_while_publishing,
+    build_run_page,
     gather,
-    latest_trend,
-    trend_of,
 )
 from flows.validate.page.page import (
     Check,
@@ -35,14 +32,15 @@ from flows.validate.page.page import (
 )
 from flows.validate.page.render import (
     DATA_DOCS_INDEX,
-    as_json,
-    default_output,
     link_data_docs,
-    render,
-    write,
-    write_page,
+    page_as_json,
+    page_path,
+    render_page,
+    save_page,
     write_run_page,
+    write_version_page,
 )
+from flows.validate.page.trend import TREND_VERSIONS, latest_trend, trend_of
 
 __all__ = [
     "DATA_DOCS_INDEX",
@@ -53,23 +51,23 @@ __all__ = [
     "SuiteReport",
     "SuiteTrend",
     "TrendPoint",
-    "as_json",
-    "build",
-    "build_for_run",
-    "build_while_publishing",
-    "default_output",
+    "build_page",
+    "build_page_while_publishing",
+    "build_run_page",
     "expectation_key",
     "gather",
     "latest_trend",
     "link_data_docs",
     "number",
     "observed",
-    "render",
+    "page_as_json",
+    "page_path",
+    "render_page",
+    "save_page",
     "short_value",
     "status_of",
     "threshold",
     "trend_of",
-    "write",
-    "write_page",
     "write_run_page",
+    "write_version_page",
 ]

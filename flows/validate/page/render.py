@@ -11,21 +11,22 @@ import duckdb
 import polars as pl
 
 from flows.core.settings import Settings
-from flows.read.report import templates
-from flows.validate.page.gather import build, build_for_run
+from flows.core.templates import templates
+from flows.validate.docs import SITE
+from flows.validate.page.gather import build_page, build_run_page
 from flows.validate.page.page import Page
 
 TEMPLATE = "dq.html.j2"
-# The Data Docs index of the Great Expectations file context at warehouse/gx.
-DATA_DOCS_INDEX = Path("gx") / "gx" / "uncommitted" / "data_docs" / "local_site" / "index.html"
+# The Data Docs index of the Great Expectations project at warehouse/gx.
+DATA_DOCS_INDEX = Path("gx") / SITE / "index.html"
 
 
-def render(page: Page) -> str:
+def render_page(page: Page) -> str:
     """The page as HTML text."""
     return templates().get_template(TEMPLATE).render(p=page)
 
 
-def as_json(page: Page) -> dict[str, Any]:
+def page_as_json(page: Page) -> dict[str, Any]:
     """The page's content for machines: one object per expectation result."""
     expectations = []
     for suite in page.suites:
@@ -69,28 +70,31 @@ def link_data_docs(page: Page, settings: Settings, path: Path | None = None) -> 
     page.data_docs = str(index) if path is None else os.path.relpath(index, path.parent)
 
 
-def default_output(settings: Settings, version: int) -> Path:
+def page_path(settings: Settings, version: int) -> Path:
     """Where a version's page goes when no file is named: warehouse/dq-v<N>.html."""
     return settings.warehouse / f"dq-v{version}.html"
 
 
-def write_page(settings: Settings, version: int | None = None, output: Path | None = None) -> Path:
+def write_version_page(
+    settings: Settings, version: int | None = None, output: Path | None = None
+) -> Path:
     """Build, render and write the page of a published version; return the file."""
-    page = build(settings, version)
-    path = output or default_output(settings, page.version)
-    return write(page, settings, path)
+    page = build_page(settings, version)
+    path = output or page_path(settings, page.version)
+    return save_page(page, settings, path)
 
 
 def write_run_page(
     con: duckdb.DuckDBPyConnection, settings: Settings, run_id: str, results: pl.DataFrame
 ) -> Path:
     """The page of a run stopped before publish: warehouse/dq/<run_id>.html."""
-    page = build_for_run(con, settings, run_id, results)
-    return write(page, settings, settings.dq_path / f"{run_id}.html")
+    page = build_run_page(con, settings, run_id, results)
+    return save_page(page, settings, settings.dq_path / f"{run_id}.html")
 
 
-def write(page: Page, settings: Settings, path: Path) -> Path:
+def save_page(page: Page, settings: Settings, path: Path) -> Path:
+    """Write the page, linked to the Data Docs, at `path`; return the file."""
     link_data_docs(page, settings, path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(render(page), encoding="utf-8")
+    path.write_text(render_page(page), encoding="utf-8")
     return path
