@@ -21,9 +21,9 @@ import polars as pl
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from flows import ingest  # noqa: E402
+from flows.core.lake import staged  # noqa: E402
 from flows.core.settings import Settings  # noqa: E402
 from flows.derive import build  # noqa: E402
-from flows.pipeline import staged  # noqa: E402
 
 
 def main() -> None:

@@ -62,7 +62,7 @@ def corpus(n: int, seed: int = 0) -> tuple[pl.DataFrame, pl.DataFrame]:
 
 def staged(papers: pl.DataFrame, topics: pl.DataFrame) -> duckdb.DuckDBPyConnection:
     """A connection holding what the aggregate stage holds when it makes topic terms."""
-    from flows.pipeline import staged as stage
+    from flows.core.lake import staged as stage
 
     tables = {"papers": papers, "paper_topics": topics, "stopwords": terms.stopwords()}
     con = stage(tables)

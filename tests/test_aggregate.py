@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from flows.core import cache
-from flows.core.lake import connect, read_sql
+from flows.core.lake import connect, read_sql, staged
 from flows.core.settings import Settings
 from flows.derive import (
     build,
@@ -26,7 +26,6 @@ from flows.derive import (
 from flows.derive import terms as topic_terms
 from flows.derive import topics as topic_model
 from flows.derive.neighbour_lists import NeighbourLists
-from flows.pipeline import staged
 
 
 def unit(rows):
