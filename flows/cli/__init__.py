@@ -97,13 +97,9 @@ def main() -> None:
     """The console entry point: set the environment, run the command, leave at once.
 
     Interpreter finalisation after DuckDB, polars, torch or Prefect are loaded does nothing
-    useful once every file is written and closed, and it is slow. Measured from the end of
-    the command to process exit (medians of 10, 10 and 5 runs on 2 busy cores): a plain
-    exit costs 108 ms for `versions`, 100 ms for `query` and 2.1 s for `search` (torch
-    loaded); leaving from the last exit handler costs 9, 11 and 52 ms (the former
-    private `atexit._run_exitfuncs()` then `os._exit`: 12, 11 and 95 ms). atexit runs
-    handlers last-registered first, and this one is registered before any command imports
-    a library, so every library's exit handler still runs before it.
+    useful once every file is written and closed, and it is slow (`leave_now`). atexit
+    runs handlers last-registered first, and this one is registered before any command
+    imports a library, so every library's exit handler still runs before it.
     """
     configure_environment()
     status = {"code": 1}  # an exception other than SystemExit escaping app()

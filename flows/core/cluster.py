@@ -75,7 +75,7 @@ def cluster_workers() -> int:
     """Workers of the flow run's Dask cluster; 0 when its tasks run in this process.
 
     A flow with a Dask task runner has imported prefect-dask; without it, Dask is not
-    imported here just to find that out (about 0.3 s of every run).
+    imported here just to find that out.
     """
     from prefect.context import FlowRunContext
 

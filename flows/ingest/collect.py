@@ -61,9 +61,8 @@ class IngestResult:
         """Accepted records of every file, in file and record order, read lazily.
 
         All parts are read in one scan, each once (files of equal content, and small files
-        parsed together, share their parts), and each file's rows get its path: 220
-        cached files of one record each took 0.06 s where a scan per part took 0.7 s, so
-        a raw folder that gains a file a day does not slow every run down.
+        parsed together, share their parts), and each file's rows get its path, so a raw
+        folder that gains a file a day does not slow every run down.
         """
         if not self.parts:
             return pl.LazyFrame(schema=self.schema)

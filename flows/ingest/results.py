@@ -26,8 +26,7 @@ def build_papers(records: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
         "paper_id", "source_path", "source_sha256", "record_no", "line", "byte_offset"
     )
     counts = locations.group_by("paper_id").agg(n_locations=pl.len().cast(pl.Int32))
-    # Each paper's first record as seen: at 104,000 records 0.11 s, where
-    # unique(keep="first", maintain_order=True) over every column took 0.19 s.
+    # Each paper's first record as seen.
     papers = (
         ordered.filter(pl.col("paper_id").is_first_distinct())
         .join(counts, on="paper_id")

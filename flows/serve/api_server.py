@@ -24,7 +24,7 @@ def watch_parent(parent: int) -> None:
         time.sleep(POLL_SECONDS)
     os.kill(os.getpid(), signal.SIGTERM)  # uvicorn's own graceful shutdown
     time.sleep(GRACE_SECONDS)
-    os._exit(1)
+    os.kill(os.getpid(), signal.SIGKILL)  # it did not end: nothing is left to save
 
 
 def main(argv: list[str]) -> None:

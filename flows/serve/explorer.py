@@ -2,8 +2,7 @@
 
 One process serves many requests: the DuckDB connections (one per version looked at) and
 the query encoder stay open and warm, and what search reads of each version looked at is
-held in memory (a search then reads no DuckLake table: 25-65 ms over HTTP on the sample
-and 2 busy cores, against 120-135 ms when each search read the catalog). With the
+held in memory (a search then reads no DuckLake table). With the
 DuckDB-file catalog the connections read a copy of it (flows/serve/catalog_copy.py), so that
 runs publish while the explorer serves, and the next request reads what they published.
 The page (templates/explore/, static/explore/) is one HTML shell whose script draws

@@ -129,9 +129,9 @@ def migrated_template() -> Path | None:
     """An empty Prefect database with every migration applied, made once per Prefect
     version in the user's cache folder.
 
-    A server's first start on a new database spends about 7 of its 10 s migrating it (on 2
-    cores); started on a copy it answers in about 3 s, so a run into a new warehouse starts
-    that much sooner. None where it cannot be made: the server then migrates as before.
+    A server's first start on a new database spends most of its time migrating it;
+    started on a copy it answers sooner, and so does a run into a new warehouse. None
+    where it cannot be made: the server then migrates as before.
     """
     import prefect
 
@@ -207,9 +207,8 @@ def start_server(
     if not ui:
         env |= {f"PREFECT_SERVER_SERVICES_{name}_ENABLED": "false" for name in IDLE_SERVICES}
         # Nor does a run use blocks: registering every block type in a database new to
-        # this user's memo (a new warehouse, or another than last time) took 1.5 s of the
-        # start (7.35 s against 5.87, medians of 3 on 2 cores). The UI's server registers
-        # them for its users.
+        # this user's memo (a new warehouse, or another than last time) would lengthen
+        # its start. The UI's server registers them for its users.
         env["PREFECT_SERVER_REGISTER_BLOCKS_ON_START"] = "false"
     # In a session of its own the server misses a terminal's Ctrl-C, so it keeps serving
     # while the command records how it ended; flows.serve.api_server ends it if the command dies.

@@ -1,8 +1,8 @@
 """The warm runner: `paperlake serve` runs the flow for `paperlake run` in its own process.
 
 A `paperlake run` in a fresh process spends most of a small run importing Prefect, Great
-Expectations and the stages and loading the model (about 8 s on 2 cores, against about
-a second of work for one new abstract). `serve` has all of that in memory already, so it
+Expectations and the stages and loading the model, far more than the work of one new
+abstract. `serve` has all of that in memory already, so it
 also listens on a loopback port for runs of its warehouse: `paperlake run` finds the
 port in warehouse/prefect/runner.json, hands over its flow parameters, prints the log
 lines as they come and then the run's summary. Runs are real Prefect flow runs on the
@@ -169,8 +169,8 @@ def error_kind(exc: BaseException) -> str:
 
 def send_at_once(conn: Connection) -> None:
     """Turn off Nagle's algorithm on the connection's socket. The key's handshake ends with
-    the client's message, so the request that follows it waited for the server's delayed
-    acknowledgement: 40 ms of every handed run."""
+    the client's message, so the request that follows it would wait for the server's
+    delayed acknowledgement."""
     with socket.socket(fileno=os.dup(conn.fileno())) as sock:
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
 

@@ -3,10 +3,9 @@
 -- grain: one row per paper_id of $ids (NULL: every paper).
 -- upstream: papers, paper_topics, topics.
 -- parameters: $ids (VARCHAR[] of paper ids, or NULL for all).
--- $ids is a search's hits (k of them): list_contains, not `in (select unnest(...))`, as
--- reading 10 of the sample's papers from DuckLake took 4 ms so, 18 ms by the semi join
--- that the subquery plans (list_contains scans the list for each paper: no use for long
--- lists).
+-- $ids is a search's hits (k of them): list_contains, not `in (select unnest(...))`,
+-- whose semi join reads more of the table (list_contains scans the list for each paper:
+-- no use for long lists).
 with asked as (
     select *
     from papers
