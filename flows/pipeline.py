@@ -12,12 +12,15 @@ from types import UnionType
 from typing import Any, Union, get_args, get_origin
 
 import duckdb
+import prefect.context
 from prefect import flow
+from prefect.settings import PREFECT_FLOWS_HEARTBEAT_FREQUENCY
 from prefect.states import Failed, State
 
 from flows import embed, publish, validate
 from flows.core import damage
 from flows.core import run_record as record
+from flows.core.cluster import task_runner
 from flows.core.errors import WarehouseError
 from flows.core.locks import run_lock
 from flows.core.settings import Settings, configure_environment, run_parameters
@@ -138,7 +141,6 @@ def flow_for(settings: Settings):
     """The paperlake flow, its tasks on the Dask cluster `settings.cluster` names, if any."""
     if not settings.cluster:
         return paperlake
-    from flows.core.cluster import task_runner
 
     return paperlake.with_options(task_runner=task_runner(settings.cluster))
 
@@ -147,8 +149,6 @@ def run_here(settings: Settings, parameters: dict[str, Any]) -> record.RunSummar
     """Run the flow in this process, as `paperlake run` and `serve`'s warm runner do, with no
     flow-run heartbeats: they tell a server that a run it started elsewhere still lives,
     and here the caller watches the run itself."""
-    import prefect.context
-    from prefect.settings import PREFECT_FLOWS_HEARTBEAT_FREQUENCY
 
     context = prefect.context.get_settings_context()
     quiet = context.settings.copy_with_update(updates={PREFECT_FLOWS_HEARTBEAT_FREQUENCY: None})

@@ -436,7 +436,7 @@ def test_write_data_docs_stores_each_runs_results_and_lists_every_kept_run(tmp_p
     and builds their pages and the index, leaving the project's configuration as it was;
     a run that checked no row leaves the Data Docs as they are."""
     from flows.core.settings import Settings
-    from flows.publish.after_commit import write_data_docs
+    from flows.runner import write_data_docs
 
     root = tmp_path / "gx"
     first = validate.Validator(root, "run-1")

@@ -22,6 +22,7 @@ from pathlib import Path
 import polars as pl
 
 from flows.core.files import write_atomically
+from flows.core.run_record import run_logger
 
 SEAL = ".seal"
 
@@ -168,6 +169,5 @@ def dropped(damage: Damaged, redo: str, *entry: Path) -> None:
 
 def warn(damage: Damaged, what: str) -> None:
     """The one warning line of a damaged cache file: what it is, why, and `what` is done."""
-    from flows.core.run_record import run_logger  # the flow run's log, where there is one
 
     run_logger().warning("cache: %s is damaged (%s): %s", damage.path, damage.reason, what)

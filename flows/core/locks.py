@@ -10,6 +10,7 @@ from contextlib import contextmanager, suppress
 from datetime import UTC, datetime
 
 from flows.core.lake import catalog_name, holder_description, postgres, postgres_conninfo, read_sql
+from flows.core.run_record import run_logger
 from flows.core.settings import Settings
 
 # How often a run waiting for the warehouse lock, and so for a stop signal, looks again.
@@ -37,7 +38,6 @@ def run_lock(settings: Settings) -> Iterator[None]:
 
 def say_waiting(settings: Settings, holder: str) -> None:
     """Log once that this run waits, and for whom."""
-    from flows.core.run_record import run_logger  # the flow run's log when inside one
 
     run_logger().warning("waiting for the run holding %s: %s", catalog_name(settings), holder)
 

@@ -9,11 +9,13 @@ top-level keys, named as the settings), the default.
 from __future__ import annotations
 
 import functools
+import gc
 import os
 import tomllib
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from importlib.metadata import version
 from pathlib import Path
 from typing import Any, Literal, get_args, get_origin
 
@@ -53,7 +55,6 @@ def package_version(name: str) -> str:
     reads the installed distributions' files on each call, and a run records a dozen
     versions. The process runs the code it imported, so the version it read first stays
     the one in use."""
-    from importlib.metadata import version
 
     return version(name)
 
@@ -63,7 +64,6 @@ def collector_paused() -> Iterator[None]:
     """Large imports without Python's cyclic garbage collector, which otherwise runs over
     and over on the objects they make (the start of a run in a fresh process: `make
     bench-plus-one`); what they made is then frozen out of later collections (gc.freeze)."""
-    import gc
 
     was_enabled = gc.isenabled()
     gc.disable()

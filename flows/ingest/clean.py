@@ -6,6 +6,7 @@ from __future__ import annotations
 import hashlib
 import html
 import re
+import unicodedata
 from urllib.parse import urlparse
 
 import polars as pl
@@ -122,7 +123,6 @@ def unescape(text: str) -> str:
 
 def _accent_table() -> tuple[list[str], list[str]]:
     """TeX accent spellings (\\'e, \\'{e}, {\\'e}, \\c{c}) and the letters they stand for."""
-    import unicodedata
 
     patterns, letters = [], []
     for accent, mark in TEX_ACCENTS.items():

@@ -9,6 +9,9 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import polars as pl
+from rich.console import Console
+from rich.progress import BarColumn, DownloadColumn
+from rich.progress import Progress as Bar
 
 from flows.ingest.model import (
     Progress,
@@ -82,9 +85,6 @@ def file_report(sources: pl.DataFrame) -> pl.DataFrame:
 @contextmanager
 def reading_progress(show: bool = True) -> Iterator[Progress]:
     """A transient progress bar of bytes read per file, as a callback for ingest()."""
-    from rich.console import Console
-    from rich.progress import BarColumn, DownloadColumn
-    from rich.progress import Progress as Bar
 
     with Bar(
         "[progress.description]{task.description}",

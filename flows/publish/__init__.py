@@ -14,13 +14,11 @@ Modules, in the order a run meets them:
     snapshot      the plans applied as one snapshot (`commit`)
     committed     a commit's staging connection, kept for the next run's plan
     compaction    small files merged, every version kept readable
-    after_commit  the Data Docs, the version's page, a due compaction (beside the flow)
     history       what changed between versions; content checksums of one
     doctor        what of a warehouse can be read, and what can be rebuilt
 """
 
 from flows.core.lake import STAGE, stage_frames
-from flows.publish.after_commit import compact_catalog_when_due, write_data_docs, write_page
 from flows.publish.committed import keep_committed, take_committed
 from flows.publish.compaction import Compaction, compact, compact_when_due
 from flows.publish.doctor import (
@@ -56,9 +54,6 @@ from flows.publish.stage import (
 )
 
 __all__ = [
-    "compact_catalog_when_due",
-    "write_data_docs",
-    "write_page",
     "CONTENT_TABLES",
     "FAULT_POINTS",
     "HASHED_PLAN_ROWS",

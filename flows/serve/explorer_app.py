@@ -9,6 +9,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import duckdb
+import uvicorn
 from fastapi import FastAPI, Request
 from fastapi.responses import HTMLResponse, JSONResponse
 from fastapi.staticfiles import StaticFiles
@@ -126,7 +127,6 @@ def serve(explorer: Explorer, sock: socket.socket, ready: Callable[[], object]) 
     gracefully on either signal (open requests finish) and raises it again for the
     handler that was there before it: the noting one.
     """
-    import uvicorn
 
     config = uvicorn.Config(create_app(explorer), log_level="warning", lifespan="off")
     server = uvicorn.Server(config)

@@ -23,7 +23,21 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from datetime import timedelta
 from pathlib import Path
+from urllib.parse import urlsplit
+
+import httpx
+import prefect
+from prefect.events.worker import EventsWorker
+from prefect.logging.handlers import APILogHandler, APILogWorker
+from prefect.server.schemas.schedules import CronSchedule, IntervalSchedule
+from prefect.settings import (
+    PREFECT_API_URL,
+    PREFECT_UI_URL,
+    get_current_settings,
+    temporary_settings,
+)
 
 from flows.core.settings import Settings, paperlake_cache
 
@@ -58,7 +72,6 @@ class Server:
 
     def wait_healthy(self, timeout: float = START_TIMEOUT) -> None:
         """Block until the API answers its health check."""
-        import httpx
 
         deadline = time.monotonic() + timeout
         while True:
@@ -91,9 +104,6 @@ def port_in_use(port: int) -> bool:
 
 def next_run_times(cron: str | None, interval: int | None, n: int = 3) -> list:
     """When a cron or interval schedule fires next, as Prefect's scheduler computes it."""
-    from datetime import timedelta
-
-    from prefect.server.schemas.schedules import CronSchedule, IntervalSchedule
 
     schedule = (
         CronSchedule(cron=cron) if cron else IntervalSchedule(interval=timedelta(seconds=interval))
@@ -133,7 +143,6 @@ def migrated_template() -> Path | None:
     started on a copy it answers sooner, and so does a run into a new warehouse. None
     where it cannot be made: the server then migrates as before.
     """
-    import prefect
 
     template = paperlake_cache() / "prefect" / prefect.__version__ / "prefect.db"
     if template.exists():
@@ -167,7 +176,6 @@ def api_address(cluster: str | None) -> tuple[str, str]:
     must reach the flow's API too, so the server then listens on every interface and is
     addressed by this host's address on the route to the scheduler.
     """
-    from urllib.parse import urlsplit
 
     host = urlsplit(cluster).hostname if cluster and "://" in cluster else None
     if host is None or host == "localhost" or host.startswith("127."):
@@ -188,8 +196,6 @@ def start_server(
         ui: a persistent server with its UI and every service (schedules among them);
             otherwise a server for one run, without the UI and the idle services.
     """
-    import prefect
-    from prefect.settings import get_current_settings
 
     bind, advertise = api_address(cluster)
     port = port or free_port()
@@ -229,7 +235,6 @@ def start_server(
 
 def flush_logs() -> None:
     """Send the log records still queued for the Prefect API (before its server stops)."""
-    from prefect.logging.handlers import APILogHandler
 
     for logger in (logging.getLogger(n) for n in ("prefect", "prefect.flow_runs")):
         for handler in logger.handlers:
@@ -241,8 +246,6 @@ def flush_logs() -> None:
 def drain_to_api(timeout: float = 10.0) -> None:
     """Send what Prefect's background workers still hold (log records, events) while the
     API answers: at exit they would retry a stopped server for a minute and more."""
-    from prefect.events.worker import EventsWorker
-    from prefect.logging.handlers import APILogWorker
 
     for worker in (APILogWorker, EventsWorker):
         worker.drain_all(timeout=timeout, at_exit=False)
@@ -254,12 +257,6 @@ def run_api(settings: Settings, while_starting: Callable[[], object]) -> Iterato
 
     Yields the UI's address where one serves the API (None for a server started here).
     """
-    from prefect.settings import (
-        PREFECT_API_URL,
-        PREFECT_UI_URL,
-        get_current_settings,
-        temporary_settings,
-    )
 
     if PREFECT_API_URL.value():
         while_starting()
@@ -291,7 +288,6 @@ def persistent_api(settings: Settings, port: int) -> Iterator[tuple[str, str | N
 
     Yields (API address, UI address); a server started here stops when the block ends.
     """
-    from prefect.settings import PREFECT_API_URL, get_current_settings, temporary_settings
 
     if PREFECT_API_URL.value():
         yield PREFECT_API_URL.value(), get_current_settings().ui_url

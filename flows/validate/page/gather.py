@@ -19,6 +19,7 @@ from flows.core.lake import (
     read_sql,
 )
 from flows.core.settings import Settings
+from flows.core.tables import described
 from flows.core.wording import outcome_lines
 from flows.validate.outcome import outcome
 from flows.validate.page.page import Check, Page, SuiteReport, observed, threshold
@@ -29,7 +30,6 @@ from flows.validate.suites import suite_names
 
 def suite_description(name: str) -> str:
     """The table's one-line description (flows/core/tables.py)."""
-    from flows.core.tables import described
 
     return described().get(name, "")
 
