@@ -147,6 +147,62 @@ def test_gzip_and_settings_columns(tmp_path):
     assert result.sources["format"].to_list() == ["bibtex.gz", "settings"]
 
 
+def test_macros_concatenate_and_a_repeated_field_keeps_its_first_value(tmp_path):
+    text = (
+        '@string{ieee = "IEEE"}\n'
+        '@string{tpami = ieee # " Transactions on Pattern Analysis"}\n'
+        "@article{k, title = {First}, title = {Second}, journal = tpami,\n"
+        f'  abstract = "{ONE[:40]}" # {{{ONE[40:80]}}} # "{ONE[80:]}"}}\n'
+    )
+    record = ingest.ingest([write(tmp_path / "refs.bib", text)]).records.row(0, named=True)
+    assert (record["title"], record["venue"], record["abstract"]) == (
+        "First",
+        "IEEE Transactions on Pattern Analysis",
+        ONE,
+    )
+
+
+def test_crlf_lines_and_latin1_bytes_keep_their_places(tmp_path):
+    data = (
+        b"@misc{a,\r\n  abstract = {" + ONE.encode() + b"}\r\n}\r\n\r\n"
+        b"@misc{b, title = {Caf\xe9}, abstract = {" + TWO.encode() + b"}}\r\n"
+        b"@misc{c, abstract = {" + THREE.encode() + b"}}\r\n"
+    )
+    result = ingest.ingest([write(tmp_path / "refs.bib", data)])
+    records = result.records.sort("record_no")
+    assert records.select("external_id", "line", "byte_offset").rows() == [
+        ("a", 1, 0),
+        ("c", 6, data.index(b"@misc{c")),
+    ]
+    reject = result.rejects.row(0, named=True)
+    assert (reject["rule"], reject["line"], reject["byte_offset"]) == (
+        "invalid_utf8",
+        5,
+        data.index(b"@misc{b"),
+    )
+    assert reject["reason"] == "invalid UTF-8 at byte " + str(data.index(b"\xe9"))
+
+
+@pytest.mark.parametrize(
+    ("entry", "reason"),
+    [
+        (
+            '@misc(k, title = "}", abstract = {x})',
+            "BibTeX entry's braces do not balance: a } closes none",
+        ),
+        (
+            '@misc{k, title = "With \\"{U}mlauts", abstract = {x}}',
+            "BibTeX entry cannot be read: no comma after the title field",
+        ),
+    ],
+)
+def test_quoted_values_follow_bibtex(entry, reason):
+    """Braces balance inside quotes too, and a backslash does not hide a quote."""
+    (record,) = read_bibtex(io.BytesIO(entry.encode()), ingest.ObjectFields())
+    assert record["read_rule"] == "unparseable_row"
+    assert record["read_reason"].startswith(reason)
+
+
 @pytest.mark.parametrize(
     ("head", "name", "expected"),
     [

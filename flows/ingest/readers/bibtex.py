@@ -10,6 +10,11 @@ rejected as `empty_abstract`, like a JSON object without one.
 An entry whose braces do not balance (still open at the next line that starts with `@`,
 or closed early so that a stray `}` follows it) is an `unparseable_row` reject, and
 reading goes on at the next line that starts with `@`.
+
+Hand-written because no library reads like this: bibtexparser 2.x and pybtex both parse a
+whole file held as one string and give no byte offsets; bibtexparser leaves `#`
+concatenations unresolved and takes an entry closed early as whole; in pybtex an
+unclosed brace swallows the entries after it.
 """
 
 from __future__ import annotations
