@@ -6,6 +6,7 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
+import polars as pl
 import pytest
 
 from flows.core.settings import PROJECT_ROOT, Settings, configure_environment
@@ -109,3 +110,16 @@ def open_offline(browser, path: Path) -> OfflinePage:
     page.route("**/*", only_the_file)
     page.goto(Path(path).resolve().as_uri(), wait_until="load")
     return opened
+
+
+def papers_frame(data: dict, **kwargs) -> pl.DataFrame:
+    """A papers frame of the given columns with every other column a record has (authors,
+    keywords, ...) null, so the SQL of any derived table finds the columns it reads."""
+    from flows.ingest.model import RECORD_SCHEMA
+
+    frame = pl.DataFrame(data, **kwargs)
+    return frame.with_columns(
+        pl.lit(None, dtype=dtype).alias(name)
+        for name, dtype in RECORD_SCHEMA.items()
+        if name not in frame.columns
+    )

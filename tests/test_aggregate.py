@@ -26,6 +26,7 @@ from flows.derive import (
 from flows.derive import terms as topic_terms
 from flows.derive import topics as topic_model
 from flows.derive.neighbour_lists import NeighbourLists
+from tests.conftest import papers_frame
 
 
 def unit(rows):
@@ -165,7 +166,7 @@ def test_topic_ids_persist_across_versions():
 
 def test_mentions_with_reported_numbers():
     con = connect()
-    papers = pl.DataFrame(
+    papers = papers_frame(
         {
             "paper_id": ["p1", "p2"],
             "abstract": [
@@ -260,7 +261,7 @@ def test_derived_tables_in_sql():
         "d": "Protein design generates sequences that fold into a target structure.",
         "e": "Weather forecasting with graph networks over the globe.",
     }
-    papers = pl.DataFrame(
+    papers = papers_frame(
         {
             "paper_id": IDS,
             "title": ["Drafts", "Trees", "Folding", "Design", "Weather"],
@@ -774,7 +775,7 @@ def corpus_papers(n: int, seed: int = 0) -> pl.DataFrame:
         " ".join(SENTENCES[j] for j in rng.choice(len(SENTENCES), rng.integers(2, 5), False))
         for _ in range(n)
     ]
-    return pl.DataFrame(
+    return papers_frame(
         {
             "paper_id": [f"p{i:02d}" for i in range(n)],
             "title": [f"Paper {i}" for i in range(n)],
@@ -912,7 +913,7 @@ def test_a_run_that_only_adds_papers_adds_a_part_to_the_cache(tmp_path, monkeypa
 
 def topic_terms_of(abstracts: dict[str, str], topics: dict[str, int], cache=None):
     """topic_terms and term_counts of papers with these abstracts and topics, sorted."""
-    papers = pl.DataFrame(
+    papers = papers_frame(
         {"paper_id": list(abstracts), "abstract": list(abstracts.values()),
          "links": [[] for _ in abstracts]},
         schema={"paper_id": pl.String, "abstract": pl.String,
