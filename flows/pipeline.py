@@ -60,6 +60,7 @@ def run_pipeline(settings: Settings, force: bool = False) -> record.RunSummary:
         embedded.agreement = agreement.result()
         manifest = record.manifest(run.summary, settings, fingerprint, embedded, tables["sources"])
         tables |= {"dq_results": results, "runs": record.runs_row(run.summary, manifest)}
+        tables["dq_results"] = run.check_history(tables, parameters)
         message = record.commit_message(run.summary)
         version, _ = run.stage(
             "publish", publish_snapshot, tables, settings, message, manifest, embedded.info.dim

@@ -106,6 +106,17 @@ class StageRunner:
         record.report_artifacts(self.summary, results)
         raise validate.DataQualityError(failures)
 
+    def check_history(self, tables: dict[str, pl.DataFrame], parameters: dict) -> pl.DataFrame:
+        """The run's own rows (runs, dq_results) checked by their suites before the commit:
+        dq_results with those checks' rows added. A blocking failure stops the publish."""
+        history = {name: tables[name] for name in ("runs", "dq_results")}
+        rows, _ = validate_tables(history, self.settings, self.run_id, parameters)
+        failures = validate.blocking_failures(rows)
+        if failures.height:
+            self.summary.status = "failed"
+            raise validate.DataQualityError(failures)
+        return pl.concat([tables["dq_results"], rows])
+
     def after_commit(self, version: int, results: pl.DataFrame, docs: list) -> None:
         """What follows the commit of `version`: its Data Docs, its page, a due compaction,
         the run's artifacts. The version is published already: a write that fails here is

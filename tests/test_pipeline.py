@@ -71,7 +71,7 @@ def test_sample_run_publishes_version_1(sample_run):
     outcomes = con.execute(
         "select count(*), count(distinct suite), bool_and(success or not blocking) from dq_results"
     ).fetchone()
-    assert outcomes[1] == 17 and outcomes[2] is True  # a suite for every table but history
+    assert outcomes[1] == 19 and outcomes[2] is True  # a suite for every table
     references = con.execute(
         "select count(*), bool_and(success) from dq_results "
         "where expectation = 'expect_column_values_to_be_keys_of_table'"

@@ -31,6 +31,12 @@ class Table:
     grain: str = ""  # what one row is
     reads: tuple[str, ...] = ()  # tables (published or scratch) its SQL reads
     references: tuple[tuple[str, str], ...] = field(default=())  # (column, table whose key)
+    names_rows_by: tuple[str, ...] = ()  # for a history table: what names a row in checks
+
+    @property
+    def row_names(self) -> tuple[str, ...]:
+        """The columns that name a row to a person: its key, or what a history row is."""
+        return self.keys or self.names_rows_by
 
     @property
     def sql(self) -> Path | None:
@@ -259,6 +265,7 @@ DECLARED: tuple[Table, ...] = (
         ),
         history=True,
         grain="one row per (run, expectation)",
+        names_rows_by=("suite", "expectation", "column_name"),
     ),
     Table(
         "runs",
@@ -301,6 +308,7 @@ DECLARED: tuple[Table, ...] = (
         ),
         history=True,
         grain="one row per published run",
+        names_rows_by=("run_id",),
     ),
 )
 

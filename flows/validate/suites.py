@@ -7,6 +7,7 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
+import duckdb
 import polars as pl
 
 from flows.core import tables
@@ -46,6 +47,10 @@ class Suite:
     name: str
     id_columns: tuple[str, ...]
     expectations: tuple[dict, ...]
+    # Columns the checks read that the table derives: name -> DuckDB expression over a row.
+    derived: tuple[tuple[str, str], ...] = ()
+    # Columns no check reads, left out of the frame checked (large text).
+    left_out: tuple[str, ...] = ()
 
     @classmethod
     def load(cls, name: str, folder: Path = EXPECTATIONS_DIR) -> Suite:
@@ -53,15 +58,17 @@ class Suite:
         spec = json.loads(path.read_text())
         return cls(
             name=spec["name"],
-            id_columns=tables.table(spec["name"]).keys,
+            id_columns=tables.table(spec["name"]).row_names,
             expectations=tuple(spec["expectations"]),
+            derived=tuple(spec.get("derived", {}).items()),
+            left_out=tuple(spec.get("left_out", ())),
         )
 
     def row_level(self) -> Suite:
         """The expectations of single rows, the rows named by their hash: what Great
         Expectations runs of this suite."""
         rows = tuple(e for e in self.expectations if e["type"] in ROW_LEVEL)
-        return Suite(self.name, (ROW_HASH,), rows)
+        return Suite(self.name, (ROW_HASH,), rows, self.derived, self.left_out)
 
 
 def suite_names(folder: Path = EXPECTATIONS_DIR) -> list[str]:
@@ -86,35 +93,19 @@ def column_label(kwargs: dict) -> str | None:
 
 
 def prepare(table: str, frame: pl.DataFrame) -> pl.DataFrame:
-    """The frame a suite checks: the table plus the derived columns its suite names."""
-    if table == "papers":
-        flags = pl.col("flags").list.len() if "flags" in frame.columns else pl.lit(0)
-        return frame.with_columns(
-            unresolved_macro_count=pl.col("unresolved_macros").list.len(),
-            flag_count=flags.cast(pl.Int64),
-        ).drop(
-            "links",
-            "authors",
-            "keywords",
-            "categories",
-            "flags",
-            "unresolved_macros",
-            "abstract_raw",
-            strict=False,
-        )
-    if table == "sources":
-        return frame.with_columns(
-            accounted=pl.col("accepted") + pl.col("rejected"),
-            reject_share=pl.when(pl.col("records_seen") > 0)
-            .then(pl.col("rejected") / pl.col("records_seen"))
-            .otherwise(0.0),
-        )
-    if table == "embeddings":
-        return frame.select(
-            "paper_id",
-            "model",
-            "dim",
-            nan_count=pl.col("embedding").list.eval(pl.element().is_nan()).list.sum(),
-            norm=pl.col("embedding").list.eval(pl.element().pow(2)).list.sum().sqrt(),
-        )
-    return frame.select(pl.exclude(pl.List(pl.Utf8), pl.List(pl.Float32)))
+    """The frame a suite checks: the table's scalar columns, less those its suite leaves
+    out, plus the columns its suite derives (`derived` in expectations/<table>.json)."""
+    suite = Suite.load(table)
+    if suite.derived:
+        # A version published before a column existed reads as the column all null.
+        absent = [c for c, _ in tables.table(table).columns if c not in frame.columns]
+        frame = frame.with_columns(pl.lit(None).alias(c) for c in absent)
+        con = duckdb.connect()
+        try:
+            con.register("frame", frame)
+            exprs = ", ".join(f"{expr} as {name}" for name, expr in suite.derived)
+            frame = con.execute(f"select *, {exprs} from frame").pl()
+        finally:
+            con.close()
+    nested = [name for name, dtype in frame.schema.items() if dtype.is_nested()]
+    return frame.drop(*nested, *suite.left_out, strict=False)
