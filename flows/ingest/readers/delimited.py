@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import IO
 
 from flows.ingest.fields import column_key, fill_fields, map_columns
-from flows.ingest.model import FileOverride, Found, IngestError, Layout, Reader
+from flows.ingest.model import WHOLE, FileOverride, Found, IngestError, Layout, Reader, Span
 from flows.ingest.readers.common import snippet, valid_text
 from flows.ingest.readers.quotes import read_loose_row
 
@@ -74,10 +74,10 @@ class LineFeed:
     record starts (line and byte offset) and what its raw bytes were.
     """
 
-    def __init__(self, stream: IO[bytes]):
+    def __init__(self, stream: IO[bytes], span: Span = WHOLE):
         self.lines = iter(stream)
-        self.line_no = 0
-        self.offset = 0
+        self.line_no = span.line
+        self.offset = span.start
         self.raw: list[bytes] = []
         self.pending: list[bytes] = []  # lines given back, to be read again first
 
@@ -101,46 +101,41 @@ class LineFeed:
         self.offset -= sum(map(len, lines))
 
 
-def read_delimited(stream: IO[bytes], delimiter: str, columns: Mapping[str, str]) -> Iterator[dict]:
+def read_delimited(
+    stream: IO[bytes], delimiter: str, columns: Mapping[str, str], span: Span = WHOLE
+) -> Iterator[dict]:
     """Records of CSV/TSV with a header; a quoted field may span lines.
 
     A row with too many fields is repaired when an id or link column pins down which
     field's commas shifted the rest; a one-line row in which one quoted field holds quotes
     that were not doubled is read when every other column parses (see readers/quotes.py);
     otherwise it is rejected, as are rows with too few.
+
+    Args:
+        span: the records to read; the stream stands at the file's start (its header).
     """
+    table, feed = open_table(stream, delimiter, columns, span)
+    for record, row in table.rows(feed, span.stop):
+        yield record if row is None else table.record(record, row, feed)
+
+
+def open_table(
+    stream: IO[bytes], delimiter: str, columns: Mapping[str, str], span: Span = WHOLE
+) -> tuple[Table, LineFeed]:
+    """The header's table of a delimited file, and its lines from the span's start on
+    (the stream is moved there where the span starts after the header)."""
     csv.field_size_limit(CSV_FIELD_LIMIT)
     feed = LineFeed(stream)
-    # strict: a quote in the wrong place is an error for that row, where a lenient reader
-    # would silently run the following rows into one field.
-    reader = csv.reader(feed, delimiter=delimiter, strict=True)
     try:
-        header = next(reader, [])
+        header = next(csv.reader(feed, delimiter=delimiter, strict=True), [])
     except csv.Error as exc:
         raise IngestError(f"the header line cannot be read as CSV: {exc}") from None
     if header:
         header[0] = header[0].lstrip("\ufeff")
-    table = Table(header, map_columns(header, columns), delimiter)
-    while True:
-        line, offset = feed.line_no + 1, feed.offset
-        feed.raw.clear()
-        record: dict = {"line": line, "byte_offset": offset}
-        try:
-            row = next(reader)
-        except StopIteration:
-            return
-        except csv.Error as exc:
-            reader = csv.reader(feed, delimiter=delimiter, strict=True)
-            row, problem = table.loose_row(feed)
-            if row is None:
-                raw = b"".join(feed.raw)
-                reason = f"CSV error: {exc}; {problem}"
-                yield record | _reject("unparseable_row", reason, raw)
-                continue
-            record["read_flags"] = ["repaired_quotes"]
-        if not row or (len(row) == 1 and not row[0].strip()):
-            continue  # a blank line holds no record
-        yield table.record(record, row, feed)
+    if span.start:
+        stream.seek(span.start)
+        feed = LineFeed(stream, span)
+    return Table(header, map_columns(header, columns), delimiter), feed
 
 
 def _reject(rule: str, reason: str, raw: bytes) -> dict:
@@ -160,25 +155,56 @@ class Table:
         self.anchors = anchor_columns(self.header, self.positions)
         self.width = len(self.header)
 
-    def record(self, record: dict, row: list[str], feed: LineFeed) -> dict:
-        """The record of a row the csv module read: its fields, or why it is rejected."""
-        if len(row) != self.width:
-            fixed, problem = self.loose_row(feed)
-            if fixed is not None:
+    def rows(self, feed: LineFeed, stop: int | None = None) -> Iterator[tuple[dict, list | None]]:
+        """Each record's place and its row as the csv module reads it, or as a loose reading
+        reads it (see `loose_row`), up to the first record at or after byte `stop`: (record,
+        row), the row None where it cannot be parsed (the record is then its reject).
+
+        A loose reading may give lines back, so where a record starts is known only here:
+        this is what a chunk's planning and its reading share. Blank lines are no records.
+        """
+        # strict: a quote in the wrong place is an error for that row, where a lenient
+        # reader would silently run the following rows into one field.
+        reader = csv.reader(feed, delimiter=self.delimiter, strict=True)
+        while stop is None or feed.offset < stop:
+            record: dict = {"line": feed.line_no + 1, "byte_offset": feed.offset}
+            feed.raw.clear()
+            try:
+                row = next(reader)
+            except StopIteration:
+                return
+            except csv.Error as exc:
+                reader = csv.reader(feed, delimiter=self.delimiter, strict=True)
+                row, problem = self.loose_row(feed)
+                if row is None:
+                    reason = f"CSV error: {exc}; {problem}"
+                    yield record | _reject("unparseable_row", reason, b"".join(feed.raw)), None
+                    continue
                 record["read_flags"] = ["repaired_quotes"]
-            else:
-                text = valid_text(b"".join(feed.raw).decode("utf-8", "surrogateescape"))
-                fixed, problem = repair_row(
-                    text.rstrip("\r\n"), self.delimiter, self.width, self.anchors
+            if not row or (len(row) == 1 and not row[0].strip()):
+                continue  # a blank line holds no record
+            if len(row) != self.width:
+                fixed, _ = self.loose_row(feed)
+                if fixed is not None:
+                    record["read_flags"] = ["repaired_quotes"]
+                    row = fixed
+            yield record, row
+
+    def record(self, record: dict, row: list[str], feed: LineFeed) -> dict:
+        """The record of a row `rows` read: its fields, or why it is rejected."""
+        if len(row) != self.width:
+            text = valid_text(b"".join(feed.raw).decode("utf-8", "surrogateescape"))
+            fixed, problem = repair_row(
+                text.rstrip("\r\n"), self.delimiter, self.width, self.anchors
+            )
+            if fixed is None:
+                record["read_rule"] = "wrong_field_count"
+                record["read_reason"] = (
+                    f"row has {len(row)} fields, the header has {self.width}; {problem}"
                 )
-                if fixed is None:
-                    record["read_rule"] = "wrong_field_count"
-                    record["read_reason"] = (
-                        f"row has {len(row)} fields, the header has {self.width}; {problem}"
-                    )
-                    record["raw_snippet"] = snippet(b"".join(feed.raw))
-                    return record
-                record["read_flags"] = ["repaired_fields"]
+                record["raw_snippet"] = snippet(b"".join(feed.raw))
+                return record
+            record["read_flags"] = ["repaired_fields"]
             row = fixed
         raw = b"".join(feed.raw)
         record["raw_snippet"] = snippet(raw)
@@ -362,6 +388,23 @@ def read(source: IO[bytes], layout: Layout, override: FileOverride) -> Iterator[
     return read_delimited(source, layout.delimiter, override.column_map)
 
 
+def read_span(
+    stream: IO[bytes], layout: Layout, override: FileOverride, span: Span
+) -> Iterator[dict]:
+    """The records of CSV/TSV that start within `span`, read under the file's header."""
+    return read_delimited(stream, layout.delimiter, override.column_map, span)
+
+
+def record_starts(
+    stream: IO[bytes], layout: Layout, override: FileOverride
+) -> Iterator[tuple[int, int]]:
+    """The byte offset and line of each record of CSV/TSV, as `read_delimited` finds them
+    (its rows, not their fields)."""
+    table, feed = open_table(stream, layout.delimiter, override.column_map)
+    for record, _ in table.rows(feed):
+        yield record["byte_offset"], record["line"]
+
+
 READER = Reader(
     family="csv",
     formats=("csv", "tsv"),
@@ -370,4 +413,7 @@ READER = Reader(
     sniff=_sniff_delimited,
     sniff_order=20,
     sniff_named=sniff_table,
+    splits=("csv", "tsv"),
+    read_span=read_span,
+    record_starts=record_starts,
 )
