@@ -21,9 +21,8 @@ import numpy as np
 import polars as pl
 
 from flows.core import cache as sealed
-from flows.ingest import read
+from flows.ingest import anomalies, read
 from flows.ingest.anomalies import (
-    SAMPLE_RECORDS,
     CharacterStats,
     FileCounts,
     letter_counts,
@@ -247,7 +246,7 @@ def letters_found(parts: list[Path], outline: pl.DataFrame) -> dict:
     if not parts:
         return {"_counts": counts, "_lost": lost}
     accepted = outline.filter(pl.col("fate") == ACCEPTED)
-    sample = accepted.filter(pl.int_range(pl.len()).over("_batch") < SAMPLE_RECORDS)
+    sample = accepted.filter(pl.int_range(pl.len()).over("_batch") < anomalies.SAMPLE_RECORDS)
     per_batch = (
         pl.scan_parquet(parts)
         .select("record_no", "abstract")
