@@ -88,15 +88,10 @@ from flows.ingest.paths import DigestMemo, discover, file_digest, raw_place, try
 from flows.ingest.rawfile import shown
 from flows.ingest.read import ingest_file, record_batches
 from flows.ingest.readers import FORMATS, READERS, reader_for
-from flows.ingest.readers.delimited import (
-    ANCHOR_SHAPES,
-    anchor_columns,
-    read_delimited,
-    repair_row,
-    split_fields,
-)
+from flows.ingest.readers.delimited import read_delimited
 from flows.ingest.readers.json import read_json_stream, read_jsonl
 from flows.ingest.readers.parquet import read_parquet
+from flows.ingest.readers.shifted import ANCHOR_SHAPES, anchor_columns, repair_row, split_fields
 from flows.ingest.readers.text import read_text
 from flows.ingest.results import build_papers, file_report, reading_progress
 

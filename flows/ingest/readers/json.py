@@ -144,11 +144,7 @@ def read_json_stream(stream: IO[bytes], fields: ObjectFields) -> Iterator[dict]:
                 "read_rule": "invalid_json",
                 "raw_snippet": valid_text(buf[pos : pos + SNIPPET_CHARS]),
             }
-            if isinstance(exc, json.JSONDecodeError):
-                line = exc.lineno - buf.count("\n", 0, pos)
-                where = f"invalid JSON: {exc.msg} at line {line} of the record"
-            else:
-                where = f"invalid JSON: {_json_error(exc)}"
+            where = _broken(exc, buf, pos)
             if resume is None:
                 yield record | {
                     "read_reason": f"{where}; the rest of the file could not be split into records"
@@ -171,6 +167,14 @@ def read_json_stream(stream: IO[bytes], fields: ObjectFields) -> Iterator[dict]:
             raw = valid_text(raw)
             obj = json.loads(raw, parse_int=parse_json_int)
         yield fields.fill(record, obj, raw)
+
+
+def _broken(exc: Exception, buf: str, pos: int) -> str:
+    """Why the JSON value at `pos` of `buf` does not parse."""
+    if isinstance(exc, json.JSONDecodeError):
+        line = exc.lineno - buf.count("\n", 0, pos)
+        return f"invalid JSON: {exc.msg} at line {line} of the record"
+    return f"invalid JSON: {_json_error(exc)}"
 
 
 def _next_record_start(buf: str, pos: int) -> int | None:
