@@ -14,6 +14,7 @@ from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+import numpy as np
 import polars as pl
 
 # Letters and their share of the letters of English text; each is common enough in the
@@ -70,14 +71,18 @@ class FileCounts:
         ]
 
 
-def letter_counts() -> dict[str, pl.Expr]:
-    """What is summed of a sample of abstracts: their letters (`_letters`), and each letter
-    of LETTER_SHARES."""
-    lower = pl.col("abstract").str.to_lowercase()
-    return {
-        "_letters": lower.str.count_matches("[a-z]").sum(),
-        **{c: lower.str.count_matches(c, literal=True).sum() for c in LETTER_SHARES},
-    }
+def letter_counts(abstracts: pl.Series) -> dict[str, int]:
+    """The letters of a sample of abstracts once lower-cased: a to z (`_letters`), and each
+    letter of LETTER_SHARES.
+
+    Counted as bytes of their UTF-8 (no other character's bytes are ASCII): a pass over
+    the text, where a regular expression a letter took one pass each.
+    """
+    lower = abstracts.str.to_lowercase().drop_nulls()
+    data = "".join(lower.to_list()).encode("utf-8")
+    counts = np.bincount(np.frombuffer(data, dtype=np.uint8), minlength=256)
+    found = {"_letters": int(counts[ord("a") : ord("z") + 1].sum())}
+    return found | {c: int(counts[ord(c)]) for c in LETTER_SHARES}
 
 
 def missing_letter_flags(lost: Mapping[str, pl.Expr]) -> list[pl.Expr]:
@@ -154,9 +159,10 @@ class CharacterStats:
         mojibake and entities escaped twice, with an example of each."""
         first = pl.int_range(pl.len()).over("source_path") < SAMPLE_RECORDS
         sample = records.filter(first) if self.letters else records.clear()
-        letters = sample.group_by("source_path", maintain_order=True).agg(**letter_counts())
-        for row in letters.iter_rows(named=True):
-            self.files.setdefault(row.pop("source_path"), FileCounts()).add(row)
+        for (path,), frame in sample.partition_by(
+            "source_path", as_dict=True, maintain_order=True
+        ).items():
+            self.files.setdefault(path, FileCounts()).add(letter_counts(frame["abstract"]))
         found = records.group_by("source_path", maintain_order=True).agg(
             mojibake=pl.col("_mojibake").drop_nulls(),
             html_entities=pl.col("_twice").drop_nulls(),

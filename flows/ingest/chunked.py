@@ -247,18 +247,17 @@ def letters_found(parts: list[Path], outline: pl.DataFrame) -> dict:
         return {"_counts": counts, "_lost": lost}
     accepted = outline.filter(pl.col("fate") == ACCEPTED)
     sample = accepted.filter(pl.int_range(pl.len()).over("_batch") < anomalies.SAMPLE_RECORDS)
-    per_batch = (
+    abstracts = (
         pl.scan_parquet(parts)
         .select("record_no", "abstract")
         .join(sample.lazy().select("record_no", "_batch"), on="record_no")
-        .group_by("_batch")
-        .agg(**letter_counts())
         .sort("_batch")
         .collect()
     )
-    for row in per_batch.iter_rows(named=True):
-        batch = row.pop("_batch")
-        counts.add(row)
+    for (batch,), frame in abstracts.partition_by(
+        "_batch", as_dict=True, maintain_order=True
+    ).items():
+        counts.add(letter_counts(frame["abstract"]))
         lost[batch] = counts.lost_letters()
     return {"_counts": counts, "_lost": lost}
 
