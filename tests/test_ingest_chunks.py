@@ -164,6 +164,19 @@ def test_a_chunked_csv_file_reads_as_the_whole_file(tmp_path, size):
     assert whole.records["line"].n_unique() == whole.records.height
 
 
+@pytest.mark.parametrize("cached", [False, True])
+def test_files_of_the_same_content_are_each_read_as_whole(tmp_path, cached):
+    raw = tmp_path / "raw"
+    write(raw / "a" / "export.csv", hostile_csv())
+    write(raw / "b" / "export.csv", hostile_csv())
+    whole = ingest.ingest([raw], chunking=WHOLE)
+    cache = tmp_path / "cache" if cached else None
+    mine = ingest.ingest([raw], cache_dir=cache, chunking=chunked(4000))
+    assert chunks_read(mine) > 2
+    assert_same(mine, whole)
+    assert all(part.exists() for part, _, _ in mine.parts)
+
+
 def test_a_cut_inside_a_multibyte_character_moves_to_the_next_record(tmp_path):
     data = hostile_jsonl()
     raw = tmp_path / "raw"
@@ -250,6 +263,17 @@ def test_a_cluster_parses_a_chunk_a_job_and_the_run_puts_them_together(tmp_path,
     assert_same(mine, whole)
     assert ingest.pending_parses([raw], 20, None, cache, chunking) == []
     assert not list(cache.glob("*.chunks"))
+
+
+def test_chunks_of_another_plan_are_dropped(tmp_path):
+    raw = tmp_path / "raw"
+    write(raw / "export.csv", hostile_csv())
+    cache = tmp_path / "cache"
+    jobs = ingest.pending_parses([raw], 20, None, cache, chunked(3000))
+    ingest.parse_into_cache(jobs[1], ParseCache(cache, 20))  # one chunk of that plan
+    mine = ingest.ingest([raw], cache_dir=cache, chunking=chunked(5000))
+    assert 2 < chunks_read(mine) < len(jobs)
+    assert_same(mine, ingest.ingest([raw], chunking=WHOLE))
 
 
 def test_a_file_changed_after_its_chunks_were_planned_is_read_whole(tmp_path):

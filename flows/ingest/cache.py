@@ -282,14 +282,19 @@ class ParseCache:
         if rejects.height:
             sealed.write_parquet(folder / f"{prefix}rejects.parquet", rejects, whole=False)
         sealed.write_parquet(folder / f"{prefix}outline.parquet", outline)
-        sealed.write_record(folder / f"{prefix.rstrip('-')}.json", spec | {"parts": writer.names})
+        spec |= {"parts": writer.names, "chunk": asdict(job.chunk)}
+        sealed.write_record(folder / f"{prefix.rstrip('-')}.json", spec)
 
-    def load_chunk(self, job: ParseJob, index: int) -> StoredChunk | None:
-        """A chunk's parse, checked; None where it is not there, or damaged (dropped)."""
+    def load_chunk(self, job: ParseJob) -> StoredChunk | None:
+        """The parse of a chunk (`job.chunk`), checked; None where it is not there, or
+        damaged (dropped)."""
+        index = job.chunk.index
         folder, prefix = self.chunks_folder(job), f"chunk-{index:05d}-"
         meta = folder / f"chunk-{index:05d}.json"
         try:
             spec = sealed.read_record(meta)
+            if spec["chunk"] != asdict(job.chunk):
+                raise sealed.Damaged(meta, "the parse of another chunk")
             parts = [folder / name for name in spec["parts"]]
             for part in parts:
                 self.verified(part)

@@ -33,7 +33,6 @@ from flows.ingest.cache import ParseCache, StoredChunk
 from flows.ingest.chunks import RangeReader, plan_chunks, splits
 from flows.ingest.clean import concat_frames
 from flows.ingest.model import (
-    CHUNKING,
     FILE_ERRORS,
     REJECT_SCHEMA,
     Chunk,
@@ -55,9 +54,7 @@ COUNTED = ("records_seen", "accepted", "rejected", "control_chars_removed", "no_
 Parsed = tuple[SourceFile, list[Path], pl.DataFrame]
 
 
-def file_chunks(
-    job: ParseJob, cache: ParseCache, chunking: Chunking = CHUNKING
-) -> list[Chunk] | None:
+def file_chunks(job: ParseJob, cache: ParseCache, chunking: Chunking) -> list[Chunk] | None:
     """The chunks of a file version, planned once and kept in the cache; None where the
     file is read whole (small, of a format that does not split, or changed)."""
     if job.size < chunking.file_bytes:
@@ -69,6 +66,7 @@ def file_chunks(
             return None
         if (planned := cache.load_plan(job, chunking.chunk_bytes)) is not None:
             return planned
+        cache.drop_chunks(job)  # chunks of another plan are no chunks of this one
         digest = (job.sha256, job.size)
         planned = plan_chunks(job.path, layout, job.override, digest, chunking.chunk_bytes)
     except FILE_ERRORS:
@@ -81,7 +79,7 @@ def file_chunks(
 def parse_in_chunks(
     job: ParseJob,
     cache: ParseCache,
-    chunking: Chunking = CHUNKING,
+    chunking: Chunking,
     progress: Progress | None = None,
 ) -> Parsed | None:
     """A file's parse from its chunks (those not in the cache yet parsed now, in turn), put
@@ -93,9 +91,9 @@ def parse_in_chunks(
     stored = []
     for chunk in chunks:
         one = replace(job, chunk=chunk)
-        if (got := cache.load_chunk(one, chunk.index)) is None:
+        if (got := cache.load_chunk(one)) is None:
             parse_chunk(one, cache, progress)
-            got = cache.load_chunk(one, chunk.index)
+            got = cache.load_chunk(one)
         stored.append(got)
     together = put_together(job, stored, cache) if all(stored) else None
     if together is None:

@@ -254,18 +254,20 @@ class IngestRun:
     def read_chunks(self, entry: Entry) -> bool:
         """A big file's parse from its chunks, where it is read in chunks (the parse cache
         keeps them; without one, a cache in the run's temporary folder)."""
+        job, name = entry.job, shown(entry.path)
         cache = self.cache or ParseCache(
             Path(self.workdir.name) / "parsed", self.min_words, self.max_words
         )
         self.flush()  # the batch's records come before this file's
-        parsed = parse_in_chunks(entry.job, cache, self.chunking, self.progress)
-        if parsed is None:
+        row = SourceFile(name, job.sha256, job.size)
+        if not self.cache and (hit := cache.load(row, job.override, job.parts)):
+            parsed = hit[:3]  # a file of the same content, put together in this run
+        elif (parsed := parse_in_chunks(job, cache, self.chunking, self.progress)) is None:
             return False
         entry.source, stored, bad = parsed
-        entry.parts = [(p, entry.source.path, None) for p in stored]
-        entry.rejects = [bad]
+        entry.parts, entry.rejects = [(p, name, None) for p in stored], [bad]
         if self.progress:
-            self.progress(entry.source.path, entry.job.size, entry.job.size)
+            self.progress(name, job.size, job.size)
         return True
 
     def flush(self) -> None:
