@@ -219,9 +219,13 @@ def test_lost_letters_are_told_over_the_whole_reads_batches(tmp_path, monkeypatc
     assert 0 < flagged.sum() < 150  # flagged from the batch where its share falls, on
     assert whole.sources["warning"].item().startswith("'p' is ")
     for size in (1500, 7000, 20000):
-        mine = ingest.ingest([raw], cache_dir=tmp_path / f"cache{size}", chunking=chunked(size))
+        cache = tmp_path / f"cache{size}"
+        mine = ingest.ingest([raw], cache_dir=cache, chunking=chunked(size))
         assert chunks_read(mine) > 1
         assert_same(mine, whole)
+        kept = {part for part, _, _ in mine.parts}  # the parts flagged again, and no others
+        assert any(part.name.endswith("-flagged.parquet") for part in kept)
+        assert set(cache.glob("*/chunk-*.parquet")) == kept
 
 
 def test_a_batch_of_code_is_read_whole(tmp_path):

@@ -314,16 +314,13 @@ class ParseCache:
         self, source: SourceFile, job: ParseJob, names: Sequence[str], rejects: pl.DataFrame
     ) -> list[Path]:
         """Make a file's chunks its entry: their parts (`names`) and `rejects` in its folder,
-        what only the chunks needed dropped, the index file last; the parts' paths."""
+        all else of the chunks dropped, the index file last; the parts' paths."""
         key = self.key(job.sha256, job.override, job.parts)
         folder, target = self.chunks_folder(job), self.folder / key
-        for leftover in folder.glob("chunk-*[0-9].json"):
-            sealed.drop(leftover)
-        for leftover in [
-            *folder.glob("chunk-*-rejects.parquet"),
-            *folder.glob("chunk-*-outline.parquet"),
-        ]:
-            sealed.drop(leftover)
+        kept = set(names)
+        for leftover in list(folder.glob("chunk-*")):
+            if leftover.name not in kept and not leftover.name.endswith(sealed.SEAL):
+                sealed.drop(leftover)
         sealed.drop(folder / "plan.json")
         if rejects.height:
             sealed.write_parquet(folder / "rejects.parquet", rejects, whole=False)

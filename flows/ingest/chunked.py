@@ -179,25 +179,24 @@ def batch_starts(chars: np.ndarray) -> np.ndarray:
 def put_together(job: ParseJob, stored: list[StoredChunk], cache: ParseCache) -> Parsed | None:
     """A file's chunks as the parse of the whole file, kept in the cache; None where they
     cannot stand for a whole read (a doubt of a chunk, or a batch of code)."""
-    if any(one.spec["doubt"] for one in stored):
+    specs = [one.spec for one in stored]
+    if any(spec["doubt"] for spec in specs):
         return None
     outline = pl.concat([one.outline for one in stored])
-    if outline.height != sum(one.spec["records_seen"] for one in stored):
+    if outline.height != sum(spec["records_seen"] for spec in specs):
         return None
     starts = batch_starts(outline["chars"].to_numpy())
     ends = np.append(starts[1:], outline.height)
     outline = outline.with_columns(_batch=np.repeat(np.arange(len(starts)), ends - starts))
     if code_batch(outline):
         return None
-    source = added_up(job, [one.spec for one in stored])
+    source = added_up(job, specs)
     parts = [part for one in stored for part in one.parts]
-    found = letters_found(parts, outline)
-    lost = found.pop("_lost")
+    counts, lost = letters_found(parts, outline)
     if any(lost.values()):
-        added = Counter(source.flag_counts) + flag_lost(parts, outline, lost, cache)
-        source.flag_counts = dict(sorted(added.items()))
-    counts = found.pop("_counts")
-    for spec in (one.spec for one in stored):
+        parts, added = flag_lost(parts, outline, lost)
+        source.flag_counts = dict(sorted((Counter(source.flag_counts) + added).items()))
+    for spec in specs:
         counts.flagged.update(spec["flagged"])
         for name, example in spec["examples"].items():
             counts.examples.setdefault(name, example)
@@ -237,12 +236,12 @@ def added_up(job: ParseJob, specs: list[dict]) -> SourceFile:
     return source
 
 
-def letters_found(parts: list[Path], outline: pl.DataFrame) -> dict:
+def letters_found(parts: list[Path], outline: pl.DataFrame) -> tuple[FileCounts, dict]:
     """The letters a whole read counts (over the first accepted records of each batch),
-    as `_counts` (a FileCounts), and the letters lost after each batch (`_lost`)."""
+    and the letters lost once each batch is counted (batch: letters)."""
     counts, lost = FileCounts(), {}
     if not parts:
-        return {"_counts": counts, "_lost": lost}
+        return counts, lost
     accepted = outline.filter(pl.col("fate") == ACCEPTED)
     sample = accepted.filter(pl.int_range(pl.len()).over("_batch") < anomalies.SAMPLE_RECORDS)
     abstracts = (
@@ -257,31 +256,36 @@ def letters_found(parts: list[Path], outline: pl.DataFrame) -> dict:
     ).items():
         counts.add(letter_counts(frame["abstract"]))
         lost[batch] = counts.lost_letters()
-    return {"_counts": counts, "_lost": lost}
+    return counts, lost
 
 
 def flag_lost(
-    parts: list[Path], outline: pl.DataFrame, lost: dict[int, list[str]], cache: ParseCache
-) -> Counter:
+    parts: list[Path], outline: pl.DataFrame, lost: dict[int, list[str]]
+) -> tuple[list[Path], Counter]:
     """Flag the letters lost (by batch: `lost`) on the records of each part, as a whole
-    read flags them; each part changed is written again. Returns the flags counted."""
+    read flags them. A part that changes is written anew beside the chunk's own (which
+    stays as its chunk's index names it, should this put-together be cut short).
+
+    Returns:
+        the parts, and the flags added.
+    """
     batches: dict[str, list[int]] = {}
     for batch, letters in lost.items():
         for c in letters:
             batches.setdefault(c, []).append(batch)
     flags = missing_letter_flags({c: pl.col("_batch").is_in(b) for c, b in batches.items()})
     where = outline.select("record_no", "_batch")
-    counted: Counter = Counter()
+    out, counted = [], Counter()
     for part in parts:
         frame = pl.read_parquet(part)
-        order = frame.columns
         added = with_letters(
             frame.join(where, on="record_no", how="left", maintain_order="left")
         ).with_columns(_added=pl.concat_list(flags).list.drop_nulls())
         if added["_added"].list.len().sum() == 0:
+            out.append(part)
             continue
         counted.update(added["_added"].explode().drop_nulls().to_list())
-        frame = added.with_columns(flags=pl.col("flags").list.concat("_added")).select(order)
-        sealed.write_parquet(part, frame, whole=False)
-        cache.seals.pop(part, None)
-    return counted
+        flagged = added.with_columns(flags=pl.col("flags").list.concat("_added"))
+        out.append(part.with_name(f"{part.stem}-flagged.parquet"))
+        sealed.write_parquet(out[-1], flagged.select(frame.columns), whole=False)
+    return out, counted
