@@ -14,7 +14,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from flows import ingest
-from flows.ingest import anomalies, batch
+from flows.ingest import anomalies, batch, model
 from flows.ingest import read as ingest_read
 from flows.ingest.cache import ParseCache
 from flows.ingest.chunked import parse_in_chunks
@@ -364,6 +364,35 @@ def test_the_real_corpora_read_in_chunks_as_whole(tmp_path, name, size):
     assert chunks_read(mine) > 5
     assert_same(mine, whole)
     assert whole.records.height > 100
+
+
+@pytest.mark.skipif(not SHARED_CORPORA.is_dir(), reason="no shared corpora here")
+def test_a_cluster_spreads_a_file_in_chunks_and_publishes_what_one_process_does(
+    prefect_server, tmp_path, monkeypatch
+):
+    """The flow on a LocalCluster of 2 parses each chunk as a task (parse_file) and
+    publishes the tables one process publishes reading the file whole."""
+    from distributed import LocalCluster
+
+    from flows.core.settings import Settings
+    from flows.pipeline import flow_for, paperlake
+    from flows.publish import history
+
+    raw = tmp_path / "raw"
+    arxiv = SHARED_CORPORA / "arxiv" / "arxiv-metadata-oai-snapshot.json"
+    write(raw / "arxiv.json", arxiv.read_bytes())
+    here = Settings(warehouse=tmp_path / "here", raw=(raw,))
+    with monkeypatch.context() as m:
+        m.setattr(model, "CHUNKING", WHOLE)
+        paperlake(warehouse=str(here.warehouse), raw=[str(raw)])
+    monkeypatch.setattr(model, "CHUNKING", chunked(40_000))
+    with LocalCluster(n_workers=2, threads_per_worker=1, dashboard_address=None) as cluster:
+        there = here.with_(warehouse=tmp_path / "there", cluster=cluster.scheduler_address)
+        summary = flow_for(there)(warehouse=str(there.warehouse), raw=[str(raw)])
+    assert history.checksums(there)[1:] == history.checksums(here)[1:]
+    assert summary.files_parsed == 1
+    parts = list((there.cache_path / "parsed").glob("*/chunk-*-records-*.parquet"))
+    assert len({part.name.split("-records")[0] for part in parts}) > 5  # 40 kB of 287 kB
 
 
 def test_records_of_a_span_carry_the_files_lines_and_offsets():
