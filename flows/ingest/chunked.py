@@ -243,18 +243,18 @@ def letters_found(parts: list[Path], outline: pl.DataFrame) -> tuple[FileCounts,
     if not parts:
         return counts, lost
     accepted = outline.filter(pl.col("fate") == ACCEPTED)
-    sample = accepted.filter(pl.int_range(pl.len()).over("_batch") < anomalies.SAMPLE_RECORDS)
-    abstracts = (
-        pl.scan_parquet(parts)
-        .select("record_no", "abstract")
-        .join(sample.lazy().select("record_no", "_batch"), on="record_no")
-        .sort("_batch")
-        .collect()
+    first = pl.int_range(pl.len()).over("_batch") < anomalies.SAMPLE_RECORDS
+    sample = (
+        accepted.filter(first)
+        .group_by("_batch")
+        .agg(low=pl.col("record_no").min(), high=pl.col("record_no").max())
     )
-    for (batch,), frame in abstracts.partition_by(
-        "_batch", as_dict=True, maintain_order=True
-    ).items():
-        counts.add(letter_counts(frame["abstract"]))
+    scan = pl.scan_parquet(parts).select("record_no", "abstract")
+    # A batch's sample is a run of its accepted records: between its first and last
+    # record, the parts hold no other (a batch at a time, from the parts that hold it).
+    for batch, low, high in sample.sort("_batch").iter_rows():
+        abstracts = scan.filter(pl.col("record_no").is_between(low, high)).collect()
+        counts.add(letter_counts(abstracts["abstract"]))
         lost[batch] = counts.lost_letters()
     return counts, lost
 

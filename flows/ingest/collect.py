@@ -125,8 +125,8 @@ def ingest(
         chunking: which files are read in chunks (flows/ingest/chunked.py), and how
             large; model.CHUNKING unless given.
     """
-    run = IngestRun([Path(p) for p in paths], min_words, max_words, cache_dir, progress)
-    run.chunking = chunking or model.CHUNKING
+    chunking = chunking or model.CHUNKING
+    run = IngestRun([Path(p) for p in paths], min_words, max_words, cache_dir, progress, chunking)
     for number, path in enumerate(discover(run.roots)):
         run.add(number, path)
     return run.result()
@@ -150,7 +150,9 @@ class IngestRun:
     """One reading of the raw files: each file found is added in turn, then `result()`.
 
     Small files are read as they are added and parsed together, a batch at a time (see
-    flows/ingest/batch.py); every other file is parsed on its own as it is added.
+    flows/ingest/batch.py); a big JSON Lines or CSV file is parsed chunk by chunk (see
+    flows/ingest/chunked.py), unless a cluster parsed its chunks already; every other file
+    is parsed on its own as it is added.
     """
 
     def __init__(
@@ -160,6 +162,7 @@ class IngestRun:
         max_words: int | None,
         cache_dir: Path | None,
         progress: Progress | None,
+        chunking: Chunking,
     ):
         self.roots, self.min_words, self.max_words = roots, min_words, max_words
         self.progress = progress
@@ -174,7 +177,7 @@ class IngestRun:
         self.settings_seen: dict[Path, Path] = {}
         self.places = RawPlaces(roots)
         self.folder_names: dict[Path, str] = {}
-        self.chunking = model.CHUNKING
+        self.chunking = chunking
 
     def folder_name(self, folder: Path) -> str:
         """The name of a raw folder once resolved (`.` is named by what it is)."""
