@@ -39,6 +39,7 @@ Modules, in the order a file meets them:
 
 from __future__ import annotations
 
+from flows.ingest.cache import ParseCache
 from flows.ingest.clean import (
     URL_TRAILING,
     classify_link,
@@ -118,6 +119,7 @@ __all__ = [
     "Layout",
     "ObjectFields",
     "Overrides",
+    "ParseCache",
     "Reader",
     "SourceFile",
     "anchor_columns",
