@@ -8,8 +8,11 @@ import json
 
 import polars as pl
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from flows import ingest
+from flows.ingest.anomalies import LETTER_SHARES, letter_counts
 from tests.conftest import SAMPLE_RAW, SHARED_CORPORA, write
 from tests.hostile import export_jsonl, mojibake, sample_abstracts, stripped_letter
 
@@ -92,3 +95,26 @@ def test_the_real_corpora_show_no_anomaly_but_their_withdrawal_notice():
     }
     flags = result.records["flags"].explode().drop_nulls().value_counts(sort=True)
     assert dict(flags.rows()) == {"short_abstract": 4, "withdrawn": 1}
+
+
+@settings(max_examples=150, deadline=None, database=None)
+@given(
+    st.lists(
+        st.one_of(
+            st.none(),
+            st.text(st.characters(exclude_categories=("Cs",))),
+            st.sampled_from(["KELVIN \u212a", "İstanbul", "ΣΊΣΥΦΟΣ", "ǅemal", "ﬀ", "ẞ"]),
+        ),
+        max_size=8,
+    )
+)
+def test_letters_are_counted_as_the_regular_expressions_count_them(abstracts):
+    """A byte count of the lower-cased text gives what a regular expression a letter gives,
+    whatever the characters (some lower-case to ASCII letters, some to several)."""
+    lower = pl.col("abstract").str.to_lowercase()
+    expected = pl.DataFrame({"abstract": abstracts}, schema={"abstract": pl.String}).select(
+        _letters=lower.str.count_matches("[a-z]").sum(),
+        **{c: lower.str.count_matches(c, literal=True).sum() for c in LETTER_SHARES},
+    )
+    series = pl.Series("abstract", abstracts, dtype=pl.String)
+    assert letter_counts(series) == expected.row(0, named=True)

@@ -5,6 +5,10 @@ each file and yield raw records with their 1-based line and byte offset; cleanin
 as polars expressions over batches of records; accepted records are spilled to Parquet
 parts, so memory stays bounded whatever the size of the input.
 
+A plain JSON Lines or CSV/TSV file of CHUNKING.file_bytes or more is read as byte-range
+chunks, one parse each (side by side on a cluster), with the records, provenance and
+sources row of a whole read.
+
 Formats: the sample format (a header line naming venue and year, then abstracts
 separated by blank lines), one abstract per line, JSON Lines (the arXiv OAI snapshot
 among them), JSON arrays, CSV and TSV with a header, Parquet, BibTeX, and the gzip of
@@ -24,8 +28,11 @@ Modules, in the order a file meets them:
     anomalies   a file's character statistics: a lost letter, mojibake, entities
     cache       Parquet parts and the parse cache
     read        one file into cleaned records and the sources row of what was read
+    chunks      a big JSON Lines or CSV file planned as byte ranges that start at records
+    chunked     each chunk parsed on its own, the chunks put together as a whole read
     batch       small files read one by one, parsed together
     collect     every file (or its cached parse) into one IngestResult
+    jobs        the parses a cluster does first: whole files or chunks
     results     papers and their locations, the per-file report, a progress bar
     model       what they share: schemas, rules, a file's layout and settings, Reader
 """
@@ -42,13 +49,7 @@ from flows.ingest.clean import (
     normalise,
     normalise_contained,
 )
-from flows.ingest.collect import (
-    IngestResult,
-    ParseJob,
-    ingest,
-    parse_into_cache,
-    pending_parses,
-)
+from flows.ingest.collect import IngestResult, ingest
 from flows.ingest.detect import detect_format, name_mismatch, sniff
 from flows.ingest.fields import (
     ALIAS_FIELD,
@@ -64,8 +65,10 @@ from flows.ingest.fields import (
     record_fields,
     short_text,
 )
+from flows.ingest.jobs import parse_into_cache, pending_parses
 from flows.ingest.metadata import parse_header, venue_from_name
 from flows.ingest.model import (
+    CHUNKING,
     FILE_ERRORS,
     INGEST_VERSION,
     NO_OVERRIDE,
@@ -73,9 +76,11 @@ from flows.ingest.model import (
     REJECT_RULES,
     REJECT_SCHEMA,
     SOURCE_SCHEMA,
+    Chunking,
     FileOverride,
     IngestError,
     Layout,
+    ParseJob,
     Reader,
     SourceFile,
 )
@@ -91,22 +96,19 @@ from flows.ingest.paths import (
 from flows.ingest.rawfile import shown
 from flows.ingest.read import ingest_file, record_batches
 from flows.ingest.readers import FORMATS, READERS, reader_for
-from flows.ingest.readers.delimited import (
-    ANCHOR_SHAPES,
-    anchor_columns,
-    read_delimited,
-    repair_row,
-    split_fields,
-)
+from flows.ingest.readers.delimited import read_delimited
 from flows.ingest.readers.json import read_json_stream, read_jsonl
 from flows.ingest.readers.parquet import read_parquet
+from flows.ingest.readers.shifted import ANCHOR_SHAPES, anchor_columns, repair_row, split_fields
 from flows.ingest.readers.text import read_text
 from flows.ingest.results import build_papers, file_report, reading_progress
 
 __all__ = [
     "ALIAS_FIELD",
+    "CHUNKING",
     "ANCHOR_SHAPES",
     "FIELD_ALIASES",
+    "Chunking",
     "FILE_ERRORS",
     "FORMATS",
     "INGEST_VERSION",
@@ -124,6 +126,7 @@ __all__ = [
     "Layout",
     "ObjectFields",
     "Overrides",
+    "ParseCache",
     "Reader",
     "SourceFile",
     "anchor_columns",

@@ -11,8 +11,10 @@ batch's first SAMPLE_RECORDS), added up as the file is read.
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+import numpy as np
 import polars as pl
 
 # Letters and their share of the letters of English text; each is common enough in the
@@ -53,6 +55,12 @@ class FileCounts:
     flagged: Counter = field(default_factory=Counter)
     examples: dict[str, str] = field(default_factory=dict)
 
+    def add(self, letters: dict[str, int]) -> None:
+        """Add a sample's `letter_counts`."""
+        letters = dict(letters)
+        self.letters += letters.pop("_letters")
+        self.counts.update(letters)
+
     def lost_letters(self) -> list[str]:
         """Letters far below their share across the file so far."""
         return [
@@ -63,13 +71,58 @@ class FileCounts:
         ]
 
 
+def letter_counts(abstracts: pl.Series) -> dict[str, int]:
+    """The letters of a sample of abstracts once lower-cased: a to z (`_letters`), and each
+    letter of LETTER_SHARES.
+
+    Counted as bytes of their UTF-8 (no other character's bytes are ASCII): a pass over
+    the text, where a regular expression a letter took one pass each.
+    """
+    lower = abstracts.str.to_lowercase().drop_nulls()
+    data = "".join(lower.to_list()).encode("utf-8")
+    counts = np.bincount(np.frombuffer(data, dtype=np.uint8), minlength=256)
+    found = {"_letters": int(counts[ord("a") : ord("z") + 1].sum())}
+    return found | {c: int(counts[ord(c)]) for c in LETTER_SHARES}
+
+
+def missing_letter_flags(lost: Mapping[str, pl.Expr]) -> list[pl.Expr]:
+    """The missing_letter:<c> flag of each letter `c` of `lost` (in the order of
+    LETTER_SHARES), for the records where `lost[c]` holds (their file lost `c`) and the
+    letter is absent where their length expects it; the frame needs `_letters` (see
+    `with_letters`)."""
+    lower = pl.col("abstract").str.to_lowercase()
+    flags = []
+    for c in (c for c in LETTER_SHARES if c in lost):
+        expected = pl.col("_letters") * LETTER_SHARES[c]
+        gone = (
+            lost[c]
+            & (expected >= RECORD_EXPECTED)
+            & (lower.str.count_matches(c, literal=True) <= FAR_BELOW * expected)
+        )
+        name = f"missing_letter:{c}"
+        flags.append(pl.when(gone & ~pl.col("flags").list.contains(name)).then(pl.lit(name)))
+    return flags
+
+
+def with_letters(records: pl.DataFrame) -> pl.DataFrame:
+    """`records` with `_letters`, the letters of each abstract."""
+    return records.with_columns(
+        _letters=pl.col("abstract").str.to_lowercase().str.count_matches("[a-z]")
+    )
+
+
 class CharacterStats:
     """The character statistics of files' accepted records, file by file (a frame may hold
     several files' records; a file's records may come in several frames): `flag` adds the
-    flags of a frame, `warning` says what a file showed."""
+    flags of a frame, `warning` says what a file showed.
 
-    def __init__(self):
+    Without `letters`, letters are neither counted nor flagged (a chunk of a file, whose
+    letters are told once all its chunks are read).
+    """
+
+    def __init__(self, letters: bool = True):
         self.files: dict[str, FileCounts] = {}
+        self.letters = letters
 
     def flag(self, accepted: pl.DataFrame) -> pl.DataFrame:
         """`accepted` with flags for what its records show: missing_letter:<c> (a letter
@@ -92,19 +145,10 @@ class CharacterStats:
             for c in counts.lost_letters():
                 lost.setdefault(c, []).append(path)
         if lost:
-            lower = pl.col("abstract").str.to_lowercase()
-            out = out.with_columns(_letters=lower.str.count_matches("[a-z]"))
-            for c, paths in lost.items():
-                expected = pl.col("_letters") * LETTER_SHARES[c]
-                gone = (
-                    pl.col("source_path").is_in(paths)
-                    & (expected >= RECORD_EXPECTED)
-                    & (lower.str.count_matches(c, literal=True) <= FAR_BELOW * expected)
-                )
-                name = f"missing_letter:{c}"
-                flags.append(
-                    pl.when(gone & ~pl.col("flags").list.contains(name)).then(pl.lit(name))
-                )
+            out = with_letters(out)
+            flags += missing_letter_flags(
+                {c: pl.col("source_path").is_in(paths) for c, paths in lost.items()}
+            )
         out = out.with_columns(
             flags=pl.col("flags").list.concat(pl.concat_list(flags).list.drop_nulls())
         )
@@ -113,26 +157,18 @@ class CharacterStats:
     def _count(self, records: pl.DataFrame) -> None:
         """Add up each file's letters (over its first SAMPLE_RECORDS records of the frame),
         mojibake and entities escaped twice, with an example of each."""
-        lower = pl.col("abstract").str.to_lowercase()
         first = pl.int_range(pl.len()).over("source_path") < SAMPLE_RECORDS
-        letters = (
-            records.filter(first)
-            .group_by("source_path", maintain_order=True)
-            .agg(
-                _letters=lower.str.count_matches("[a-z]").sum(),
-                **{c: lower.str.count_matches(c, literal=True).sum() for c in LETTER_SHARES},
-            )
-        )
-        for row in letters.iter_rows(named=True):
-            counts = self.files.setdefault(row.pop("source_path"), FileCounts())
-            counts.letters += row.pop("_letters")
-            counts.counts.update(row)
+        sample = records.filter(first) if self.letters else records.clear()
+        for (path,), frame in sample.partition_by(
+            "source_path", as_dict=True, maintain_order=True
+        ).items():
+            self.files.setdefault(path, FileCounts()).add(letter_counts(frame["abstract"]))
         found = records.group_by("source_path", maintain_order=True).agg(
             mojibake=pl.col("_mojibake").drop_nulls(),
             html_entities=pl.col("_twice").drop_nulls(),
         )
         for row in found.iter_rows(named=True):
-            counts = self.files[row["source_path"]]
+            counts = self.files.setdefault(row["source_path"], FileCounts())
             for name in ("mojibake", "html_entities"):
                 counts.flagged[name] += len(row[name])
                 if row[name]:

@@ -6,6 +6,7 @@ import hashlib
 import os
 import shutil
 from collections.abc import Sequence
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import polars as pl
@@ -16,31 +17,52 @@ from flows.ingest.model import (
     INGEST_VERSION,
     NO_OVERRIDE,
     REJECT_SCHEMA,
+    Chunk,
     FileOverride,
+    ParseJob,
     SourceFile,
+    Span,
 )
 
 NO_REJECTS = pl.DataFrame(schema=REJECT_SCHEMA)  # frames are immutable: one serves every file
 
 
 class PartWriter:
-    """Accepted records of one file written as numbered Parquet parts in a folder."""
+    """Accepted records of one file written as numbered Parquet parts in a folder (named
+    after `prefix` where the folder is shared: a chunk's parts among its file's)."""
 
-    def __init__(self, folder: Path):
+    def __init__(self, folder: Path, prefix: str = ""):
         self.folder = folder
+        self.prefix = prefix
         self.names: list[str] = []
 
     def write(self, frame: pl.DataFrame) -> None:
         if frame.height == 0:
             return
         self.folder.mkdir(parents=True, exist_ok=True)
-        name = f"records-{len(self.names):05d}.parquet"
+        name = f"{self.prefix}records-{len(self.names):05d}.parquet"
         sealed.write_parquet(self.folder / name, frame, whole=False)
         self.names.append(name)
 
     def discard(self) -> None:
-        shutil.rmtree(self.folder, ignore_errors=True)
+        if self.prefix:
+            for name in self.names:
+                sealed.drop(self.folder / name)
+        else:
+            shutil.rmtree(self.folder, ignore_errors=True)
         self.names = []
+
+
+@dataclass
+class StoredChunk:
+    """A chunk of a file as the parse cache keeps it: its index record (its sources row's
+    counts, and what the put-together needs), accepted records' parts, rejects, and its
+    outline (each record's characters of text and fate, see flows/ingest/chunked.py)."""
+
+    spec: dict
+    parts: list[Path]
+    rejects: pl.DataFrame
+    outline: pl.DataFrame
 
 
 class ParseCache:
@@ -211,3 +233,102 @@ class ParseCache:
             stored.append(([part] if names else [], (start, stop) if names else None))
             start = stop
         return stored
+
+    # A file read in chunks keeps them in `<key>.chunks/` until they are put together: its
+    # plan (`plan.json`), each chunk's parts (`chunk-NNNNN-records-*.parquet`), rejects,
+    # outline and index (`chunk-NNNNN.json`, written last); put together, the folder
+    # becomes the file's entry (`<key>/`, its parts named as they are).
+
+    def chunks_folder(self, job: ParseJob) -> Path:
+        return self.folder / f"{self.key(job.sha256, job.override, job.parts)}.chunks"
+
+    def load_plan(self, job: ParseJob, chunk_bytes: int) -> list[Chunk] | None:
+        """The chunks planned for a file version in chunks of `chunk_bytes`, if any."""
+        try:
+            spec = sealed.read_record(self.chunks_folder(job) / "plan.json")
+            if spec["chunk_bytes"] != chunk_bytes:
+                return None
+            return [Chunk(**c | {"span": Span(**c["span"])}) for c in spec["chunks"]]
+        except FileNotFoundError:
+            return None
+        except (sealed.Damaged, KeyError, TypeError):
+            return None  # planned again, and written anew
+
+    def store_plan(self, job: ParseJob, chunk_bytes: int, chunks: Sequence[Chunk]) -> None:
+        folder = self.chunks_folder(job)
+        folder.mkdir(parents=True, exist_ok=True)
+        spec = {"chunk_bytes": chunk_bytes, "chunks": [asdict(c) for c in chunks]}
+        sealed.write_record(folder / "plan.json", spec)
+
+    def chunk_done(self, job: ParseJob, index: int) -> bool:
+        """Whether chunk `index` of a file version is parsed (its index file is there)."""
+        return (self.chunks_folder(job) / f"chunk-{index:05d}.json").exists()
+
+    def chunk_writer(self, job: ParseJob) -> PartWriter:
+        """Where the parse of one chunk (`job.chunk`) writes its parts."""
+        return PartWriter(self.chunks_folder(job), f"chunk-{job.chunk.index:05d}-")
+
+    def store_chunk(
+        self,
+        job: ParseJob,
+        spec: dict,
+        writer: PartWriter,
+        rejects: pl.DataFrame,
+        outline: pl.DataFrame,
+    ) -> None:
+        """Keep a chunk's parse (its parts are written by `writer`), its index last."""
+        folder, prefix = writer.folder, writer.prefix
+        folder.mkdir(parents=True, exist_ok=True)
+        if rejects.height:
+            sealed.write_parquet(folder / f"{prefix}rejects.parquet", rejects, whole=False)
+        sealed.write_parquet(folder / f"{prefix}outline.parquet", outline)
+        spec |= {"parts": writer.names, "chunk": asdict(job.chunk)}
+        sealed.write_record(folder / f"{prefix.rstrip('-')}.json", spec)
+
+    def load_chunk(self, job: ParseJob) -> StoredChunk | None:
+        """The parse of a chunk (`job.chunk`), checked; None where it is not there, or
+        damaged (dropped)."""
+        index = job.chunk.index
+        folder, prefix = self.chunks_folder(job), f"chunk-{index:05d}-"
+        meta = folder / f"chunk-{index:05d}.json"
+        try:
+            spec = sealed.read_record(meta)
+            if spec["chunk"] != asdict(job.chunk):
+                raise sealed.Damaged(meta, "the parse of another chunk")
+            parts = [folder / name for name in spec["parts"]]
+            for part in parts:
+                self.verified(part)
+            rejects = NO_REJECTS
+            if spec["rejected"]:
+                rejects = sealed.read_parquet(folder / f"{prefix}rejects.parquet")
+            outline = sealed.read_parquet(folder / f"{prefix}outline.parquet")
+        except FileNotFoundError:
+            return None
+        except (sealed.Damaged, KeyError, TypeError) as exc:
+            damage = exc if isinstance(exc, sealed.Damaged) else sealed.Damaged(meta, str(exc))
+            sealed.dropped(damage, f"chunk {index} of {job.path.name} is parsed again", meta)
+            return None
+        return StoredChunk(spec, parts, rejects, outline)
+
+    def store_chunked(
+        self, source: SourceFile, job: ParseJob, names: Sequence[str], rejects: pl.DataFrame
+    ) -> list[Path]:
+        """Make a file's chunks its entry: their parts (`names`) and `rejects` in its folder,
+        all else of the chunks dropped, the index file last; the parts' paths."""
+        key = self.key(job.sha256, job.override, job.parts)
+        folder, target = self.chunks_folder(job), self.folder / key
+        kept = set(names)
+        for leftover in list(folder.glob("chunk-*")):
+            if leftover.name not in kept and not leftover.name.endswith(sealed.SEAL):
+                sealed.drop(leftover)
+        sealed.drop(folder / "plan.json")
+        if rejects.height:
+            sealed.write_parquet(folder / "rejects.parquet", rejects, whole=False)
+        shutil.rmtree(target, ignore_errors=True)
+        os.replace(folder, target)
+        spec = {k: v for k, v in vars(source).items() if k != "cached"} | {"parts": list(names)}
+        sealed.write_record(self.folder / f"{key}.json", spec)
+        return [target / n for n in names]
+
+    def drop_chunks(self, job: ParseJob) -> None:
+        sealed.drop(self.chunks_folder(job))

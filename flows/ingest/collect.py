@@ -11,16 +11,19 @@ from pathlib import Path
 
 import polars as pl
 
-from flows.ingest import batch, read
+from flows.ingest import batch, model, read
 from flows.ingest.batch import SmallFile, parse_small, read_small
 from flows.ingest.cache import ParseCache, PartWriter
+from flows.ingest.chunked import parse_in_chunks
 from flows.ingest.clean import accepted_schema, concat_frames
 from flows.ingest.detect import name_mismatch
+from flows.ingest.jobs import parse_into_cache
 from flows.ingest.metadata import metadata_warning
 from flows.ingest.model import (
     REJECT_SCHEMA,
     SETTINGS_FILE,
     SOURCE_SCHEMA,
+    Chunking,
     ParseJob,
     Progress,
     SourceFile,
@@ -31,7 +34,6 @@ from flows.ingest.paths import (
     DigestMemo,
     RawPlaces,
     discover,
-    raw_place,
     try_digest,
 )
 from flows.ingest.rawfile import entry_kind, shown
@@ -109,6 +111,7 @@ def ingest(
     cache_dir: Path | None = None,
     max_words: int | None = None,
     progress: Progress | None = None,
+    chunking: Chunking | None = None,
 ) -> IngestResult:
     """Read every raw file under `paths`; broken files are reported in sources and skipped.
 
@@ -118,8 +121,11 @@ def ingest(
             as long as the result.
         max_words: abstracts longer than this are rejected (too_long); None: no limit.
         progress: called with (path, bytes read, file size) as reading goes on.
+        chunking: which files are read in chunks (flows/ingest/chunked.py), and how
+            large; model.CHUNKING unless given.
     """
-    run = IngestRun([Path(p) for p in paths], min_words, max_words, cache_dir, progress)
+    chunking = chunking or model.CHUNKING
+    run = IngestRun([Path(p) for p in paths], min_words, max_words, cache_dir, progress, chunking)
     for number, path in enumerate(discover(run.roots)):
         run.add(number, path)
     return run.result()
@@ -143,7 +149,9 @@ class IngestRun:
     """One reading of the raw files: each file found is added in turn, then `result()`.
 
     Small files are read as they are added and parsed together, a batch at a time (see
-    flows/ingest/batch.py); every other file is parsed on its own as it is added.
+    flows/ingest/batch.py); a big JSON Lines or CSV file is parsed chunk by chunk (see
+    flows/ingest/chunked.py), unless a cluster parsed its chunks already; every other file
+    is parsed on its own as it is added.
     """
 
     def __init__(
@@ -153,6 +161,7 @@ class IngestRun:
         max_words: int | None,
         cache_dir: Path | None,
         progress: Progress | None,
+        chunking: Chunking,
     ):
         self.roots, self.min_words, self.max_words = roots, min_words, max_words
         self.progress = progress
@@ -167,6 +176,7 @@ class IngestRun:
         self.settings_seen: dict[Path, Path] = {}
         self.places = RawPlaces(roots)
         self.folder_names: dict[Path, str] = {}
+        self.chunking = chunking
 
     def folder_name(self, folder: Path) -> str:
         """The name of a raw folder once resolved (`.` is named by what it is)."""
@@ -223,6 +233,8 @@ class IngestRun:
             if self.progress:
                 self.progress(name, job.size, job.size)
             return self.finish(entry)
+        if job.size >= self.chunking.file_bytes and self.read_chunks(entry):
+            return self.finish(entry)
         if job.size <= batch.SMALL_FILE_BYTES and (small := read_small(job, self.progress)):
             key = cache.key(job.sha256, job.override, job.parts) if cache else ""
             if self.pending.add(entry, small, key):
@@ -240,6 +252,25 @@ class IngestRun:
             )  # fmt: skip
             entry.parts = [(writer.folder / n, name, None) for n in writer.names]
         return self.finish(entry)
+
+    def read_chunks(self, entry: Entry) -> bool:
+        """A big file's parse from its chunks, where it is read in chunks (the parse cache
+        keeps them; without one, a cache in the run's temporary folder)."""
+        job, name = entry.job, shown(entry.path)
+        cache = self.cache or ParseCache(
+            Path(self.workdir.name) / "parsed", self.min_words, self.max_words
+        )
+        self.flush()  # the batch's records come before this file's
+        row = SourceFile(name, job.sha256, job.size)
+        if not self.cache and (hit := cache.load(row, job.override, job.parts)):
+            parsed = hit[:3]  # a file of the same content, put together in this run
+        elif (parsed := parse_in_chunks(job, cache, self.chunking, self.progress)) is None:
+            return False
+        entry.source, stored, bad = parsed
+        entry.parts, entry.rejects = [(p, name, None) for p in stored], [bad]
+        if self.progress:
+            self.progress(name, job.size, job.size)
+        return True
 
     def flush(self) -> None:
         """Parse the batch of small files and give each its row, parts and rejects."""
@@ -323,52 +354,3 @@ class Batch:
             len(r.get("abstract_raw") or "") + len(r.get("title_raw") or "") for r in small.rows
         )
         return self.rows >= read.BATCH_RECORDS or self.chars >= read.BATCH_CHARS
-
-
-def parse_into_cache(
-    job: ParseJob, cache: ParseCache, progress: Progress | None = None
-) -> tuple[SourceFile, list[Path], list[pl.DataFrame]]:
-    """Parse one file into the parse cache (a file that failed stays out of it).
-
-    Returns:
-        its sources row, the Parquet parts of its accepted records, and its rejects.
-    """
-    writer = cache.writer(job.sha256, job.override, job.parts)
-    source, bad = ingest_file(
-        job.path, cache.min_words, job.sha256, job.size, writer, job.override,
-        cache.max_words, progress, job.parts,
-    )  # fmt: skip
-    if source.error is not None:
-        return source, [writer.folder / n for n in writer.names], bad
-    rejects = concat_frames(bad, REJECT_SCHEMA)
-    # The cached row is the file's; that it changed while read is this run's news only.
-    stored = cache.store(replace(source, hashed=None), writer, rejects, job.override, job.parts)
-    return source, stored, bad
-
-
-def pending_parses(
-    paths: Iterable[Path], min_words: int, max_words: int | None, cache_dir: Path
-) -> list[ParseJob]:
-    """The raw files under `paths` that `ingest` would parse now: those whose parse is not
-    in the cache. A cluster parses them side by side first; `ingest` then reads the cache.
-
-    Settings files, documentation and unreadable files are left to `ingest`.
-    """
-    roots = [Path(p) for p in paths]
-    overrides = Overrides(roots)
-    cache = ParseCache(cache_dir, min_words, max_words)
-    memo = DigestMemo(cache_dir)
-    jobs = []
-    for path in discover(roots):
-        if path.name == SETTINGS_FILE or (DOCUMENTATION_RE.match(path.name) and path not in roots):
-            continue
-        sha, size, unreadable = try_digest(path, memo)
-        if unreadable:
-            continue
-        override, _ = overrides.for_file(path)
-        folder, relative = raw_place(path, roots)
-        parts = (shown(folder.resolve().name), *shown(relative).split("/"))
-        if not cache.has(sha, override, parts):
-            jobs.append(ParseJob(path, sha, size, override, parts))
-    memo.save()
-    return jobs

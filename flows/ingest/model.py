@@ -10,7 +10,7 @@ import zlib
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import polars as pl
 
@@ -173,14 +173,53 @@ NO_OVERRIDE = FileOverride()
 
 
 @dataclass(frozen=True)
+class Chunking:
+    """When a file is read as byte-range chunks, one parse each, and how large they are:
+    plain (not gzip) JSON Lines and CSV/TSV files of `file_bytes` or more."""
+
+    file_bytes: int = 256 << 20
+    chunk_bytes: int = 64 << 20
+
+
+CHUNKING = Chunking()
+
+
+@dataclass(frozen=True)
+class Span:
+    """Where a reader reads in a file: from byte `start` (a record's start, after `line`
+    lines) up to the first record that starts at or after `stop` (None: the end)."""
+
+    start: int = 0
+    stop: int | None = None
+    line: int = 0
+
+
+WHOLE = Span()
+
+
+@dataclass(frozen=True)
+class Chunk:
+    """One byte range of a file read in chunks: its place among them, its span, the number
+    of records before it and the sha256 of its bytes (start to stop)."""
+
+    index: int
+    count: int
+    span: Span
+    records: int
+    sha256: str
+
+
+@dataclass(frozen=True)
 class ParseJob:
-    """One raw file version whose parse is not cached yet: a piece a worker can parse."""
+    """One raw file version whose parse is not cached yet: a piece a worker can parse, the
+    whole file or one chunk of it."""
 
     path: Path
     sha256: str
     size: int
     override: FileOverride
     parts: tuple[str, ...]  # the path components that may name its venue and year
+    chunk: Chunk | None = None
 
 
 @dataclass(frozen=True)
@@ -228,3 +267,12 @@ class Reader:
     # Venue and year named by the file's first bytes (the sample format's header line).
     file_header: Callable[[bytes], tuple[str, int] | None] | None = None
     needs_path: bool = False
+    # The formats whose files can be read in chunks: `read_span(stream, layout, override,
+    # span)` reads the records of one span of a seekable stream (at 0), with their lines
+    # and offsets in the file; `record_starts(stream, layout, override)` yields the byte
+    # offset and line of each record, where a span may start.
+    splits: tuple[str, ...] = ()
+    read_span: Callable[[IO[bytes], Layout, FileOverride, Span], Iterator[dict]] | None = None
+    record_starts: Callable[[IO[bytes], Layout, FileOverride], Iterator[tuple[int, int]]] | None = (
+        None
+    )

@@ -45,11 +45,11 @@ RAW_COLUMNS = [c for c in RECORD_SCHEMA if c not in ("source_path", "source_sha2
 LIST_COLUMNS = [c for c, t in RECORD_SCHEMA.items() if t == pl.List(pl.String)]
 
 
-def numbered(records: Iterator[dict]) -> Iterator[dict]:
-    """A reader's records numbered from 1. Where the reader fails after some records, the
-    rest of the file becomes one `unreadable_rest` reject and the records before it are
-    kept; a reader that fails at once fails the file."""
-    record_no = 0
+def numbered(records: Iterator[dict], before: int = 0) -> Iterator[dict]:
+    """A reader's records numbered from `before` + 1. Where the reader fails after some
+    records, the rest of the file becomes one `unreadable_rest` reject and the records
+    before it are kept; a reader that fails at once fails the file."""
+    record_no = before
     last: dict = {}
     while True:
         try:
@@ -57,7 +57,7 @@ def numbered(records: Iterator[dict]) -> Iterator[dict]:
         except StopIteration:
             return
         except Exception as exc:  # noqa: BLE001 - any reader failure ends the file, not the run
-            if not record_no:
+            if record_no == before:
                 raise
             line = (last.get("line") or 0) + 1
             record = {
@@ -74,14 +74,23 @@ def numbered(records: Iterator[dict]) -> Iterator[dict]:
         yield record
 
 
-def record_batches(records: Iterator[dict], source: SourceFile) -> Iterator[pl.DataFrame]:
+def record_batches(
+    records: Iterator[dict], source: SourceFile, before: int = 0, sizes: list[int] | None = None
+) -> Iterator[pl.DataFrame]:
     """Raw records in batches of RECORD_SCHEMA, numbered (see `numbered`), with the file's
-    venue and year: the record's own, else the file's (see `file_metadata`)."""
+    venue and year: the record's own, else the file's (see `file_metadata`).
+
+    Args:
+        sizes: where each record's characters of text, which cut the batches, are added.
+    """
     rows: list[dict] = []
     chars = 0
-    for record in numbered(records):
+    for record in numbered(records, before):
         rows.append(record)
-        chars += len(record.get("abstract_raw") or "") + len(record.get("title_raw") or "")
+        size = len(record.get("abstract_raw") or "") + len(record.get("title_raw") or "")
+        chars += size
+        if sizes is not None:
+            sizes.append(size)
         if len(rows) >= BATCH_RECORDS or chars >= BATCH_CHARS:
             yield records_frame(rows, [(source, len(rows))])
             rows, chars = [], 0
@@ -250,39 +259,75 @@ def _parse_file(
     """`ingest_file` once: its sources row and rejects, the digest of what was read and
     whether those are exactly the bytes read (see OpenedFile)."""
     source = SourceFile(path=shown(path), sha256=sha, bytes=size)
-    rejected: list[pl.DataFrame] = []
-    flags: Counter[str] = Counter()
-    rules: Counter[str] = Counter()
-    stats = CharacterStats()
+    counts, stats = Counts(source), CharacterStats()
     try:
         layout = describe(path, source, override, parts)
         with ExitStack() as stack:
             opened = file_records(path, layout, override, stack)
-            for batch in record_batches(opened.records, source):
-                ok, bad = normalise_contained(batch, min_words, max_words)
-                ok = stats.flag(ok)
-                writer.write(ok)
-                rejected.append(bad)
-                source.records_seen += batch.height
-                source.accepted += ok.height
-                source.rejected += bad.height
-                source.control_chars_removed += int(ok["control_chars_removed"].sum())
-                source.no_venue += ok["venue"].null_count()
-                source.no_year += ok["year"].null_count()
-                flags.update(ok["flags"].explode().drop_nulls().to_list())
-                rules.update(bad["rule"].to_list())
+
+            def advance(ok: pl.DataFrame, bad: pl.DataFrame) -> None:
                 if progress:
                     progress(source.path, opened.position(), size)
+
+            batches = record_batches(opened.records, source)
+            rejected = parse_batches(batches, min_words, max_words, writer, stats, counts, advance)
             read = opened.digest()
     except FILE_ERRORS as exc:
         writer.discard()
         return failed_row(source, exc), [], None, True
-    source.rejected_by_rule = dict(sorted(rules.items()))
-    source.flag_counts = dict(sorted(flags.items()))
+    counts.close()
     source.warning = file_warning(source, stats)
     if progress:
         progress(source.path, size, size)
     return source, rejected, read, opened.exact
+
+
+class Counts:
+    """What the batches of a file (or of a chunk of one) add up to on its sources row."""
+
+    def __init__(self, source: SourceFile):
+        self.source = source
+        self.flags: Counter[str] = Counter()
+        self.rules: Counter[str] = Counter()
+
+    def add(self, batch: pl.DataFrame, ok: pl.DataFrame, bad: pl.DataFrame) -> None:
+        """Count one batch: its records, and those accepted (`ok`) and rejected (`bad`)."""
+        source = self.source
+        source.records_seen += batch.height
+        source.accepted += ok.height
+        source.rejected += bad.height
+        source.control_chars_removed += int(ok["control_chars_removed"].sum())
+        source.no_venue += ok["venue"].null_count()
+        source.no_year += ok["year"].null_count()
+        self.flags.update(ok["flags"].explode().drop_nulls().to_list())
+        self.rules.update(bad["rule"].to_list())
+
+    def close(self) -> None:
+        """The rules and flags counted, set on the sources row."""
+        self.source.rejected_by_rule = dict(sorted(self.rules.items()))
+        self.source.flag_counts = dict(sorted(self.flags.items()))
+
+
+def parse_batches(
+    batches: Iterator[pl.DataFrame],
+    min_words: int,
+    max_words: int | None,
+    writer: PartWriter,
+    stats: CharacterStats,
+    counts: Counts,
+    after: Callable[[pl.DataFrame, pl.DataFrame], None],
+) -> list[pl.DataFrame]:
+    """Clean, flag and count batches of raw records: the accepted ones written, the
+    rejects returned; `after` is called with each batch's accepted and rejected."""
+    rejected = []
+    for batch in batches:
+        ok, bad = normalise_contained(batch, min_words, max_words)
+        ok = stats.flag(ok)
+        writer.write(ok)
+        rejected.append(bad)
+        counts.add(batch, ok, bad)
+        after(ok, bad)
+    return rejected
 
 
 def describe(

@@ -6,7 +6,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import IO
 
-from flows.ingest.model import SNIPPET_CHARS
+from flows.ingest.model import SNIPPET_CHARS, WHOLE, Span
 
 # The longest line a record may have. Longer lines are read past in chunks, never held
 # whole, and their record is rejected as too_long: a file of one 1 GB line costs a few MB.
@@ -28,11 +28,18 @@ class LongLine:
         )
 
 
-def numbered_lines(stream: IO[bytes]) -> Iterator[tuple[int, int, bytes | LongLine]]:
+def numbered_lines(
+    stream: IO[bytes], span: Span = WHOLE
+) -> Iterator[tuple[int, int, bytes | LongLine]]:
     """(1-based line number, byte offset, line) for every line of a binary stream; a line
-    longer than MAX_LINE_BYTES comes as a LongLine, read past without being kept."""
-    offset, line_no = 0, 0
-    while line := stream.readline(MAX_LINE_BYTES + 1):
+    longer than MAX_LINE_BYTES comes as a LongLine, read past without being kept.
+
+    Args:
+        span: where the stream stands in its file (it is read from there, not moved), and
+            the offset of the first line not to read.
+    """
+    offset, line_no, stop = span.start, span.line, span.stop
+    while (stop is None or offset < stop) and (line := stream.readline(MAX_LINE_BYTES + 1)):
         line_no += 1
         length = len(line)
         if length > MAX_LINE_BYTES and not line.endswith(b"\n"):

@@ -1,31 +1,21 @@
-"""CSV and TSV with a header, and the repair of rows split by unquoted delimiters."""
+"""CSV and TSV with a header: rows as the csv module reads them, a loose reading of rows
+with quotes not doubled (readers/quotes.py), a repair of rows split by unquoted
+delimiters (readers/shifted.py)."""
 
 from __future__ import annotations
 
 import csv
-import itertools
-import re
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import IO
 
 from flows.ingest.fields import column_key, fill_fields, map_columns
-from flows.ingest.model import FileOverride, Found, IngestError, Layout, Reader
+from flows.ingest.model import WHOLE, FileOverride, Found, IngestError, Layout, Reader, Span
 from flows.ingest.readers.common import snippet, valid_text
 from flows.ingest.readers.quotes import read_loose_row
+from flows.ingest.readers.shifted import anchor_columns, fits_anchor, repair_row
 
 CSV_FIELD_LIMIT = 16 << 20
-# Columns whose values have a recognisable shape: they anchor a repair of a shifted row.
-URL_COLUMNS = {"url", "link", "forum", "forum_url", "pdf", "pdf_url", "paper_url", "openreview"}
-ANCHOR_SHAPES = {
-    "label": re.compile(r"^[^\n]{0,200}$"),
-    "id": re.compile(r"^[\w.:/\-]{1,128}$"),
-    "url": re.compile(r"^https?://\S+$"),
-    "year": re.compile(r"^\s*(?:19|20)\d{2}\s*$"),
-}
-# A shifted row is rejoined only when this many surplus fields or fewer split it.
-MAX_SURPLUS_FIELDS = 64
-THOUSANDS_RE = re.compile(r"\d{3}(?!\d)")
 ABSTRACT_WORDS = ("abstract", "summary")
 
 
@@ -74,10 +64,10 @@ class LineFeed:
     record starts (line and byte offset) and what its raw bytes were.
     """
 
-    def __init__(self, stream: IO[bytes]):
+    def __init__(self, stream: IO[bytes], span: Span = WHOLE):
         self.lines = iter(stream)
-        self.line_no = 0
-        self.offset = 0
+        self.line_no = span.line
+        self.offset = span.start
         self.raw: list[bytes] = []
         self.pending: list[bytes] = []  # lines given back, to be read again first
 
@@ -101,46 +91,41 @@ class LineFeed:
         self.offset -= sum(map(len, lines))
 
 
-def read_delimited(stream: IO[bytes], delimiter: str, columns: Mapping[str, str]) -> Iterator[dict]:
+def read_delimited(
+    stream: IO[bytes], delimiter: str, columns: Mapping[str, str], span: Span = WHOLE
+) -> Iterator[dict]:
     """Records of CSV/TSV with a header; a quoted field may span lines.
 
     A row with too many fields is repaired when an id or link column pins down which
     field's commas shifted the rest; a one-line row in which one quoted field holds quotes
     that were not doubled is read when every other column parses (see readers/quotes.py);
     otherwise it is rejected, as are rows with too few.
+
+    Args:
+        span: the records to read; the stream stands at the file's start (its header).
     """
+    table, feed = open_table(stream, delimiter, columns, span)
+    for record, row in table.rows(feed, span.stop):
+        yield record if row is None else table.record(record, row, feed)
+
+
+def open_table(
+    stream: IO[bytes], delimiter: str, columns: Mapping[str, str], span: Span = WHOLE
+) -> tuple[Table, LineFeed]:
+    """The header's table of a delimited file, and its lines from the span's start on
+    (the stream is moved there where the span starts after the header)."""
     csv.field_size_limit(CSV_FIELD_LIMIT)
     feed = LineFeed(stream)
-    # strict: a quote in the wrong place is an error for that row, where a lenient reader
-    # would silently run the following rows into one field.
-    reader = csv.reader(feed, delimiter=delimiter, strict=True)
     try:
-        header = next(reader, [])
+        header = next(csv.reader(feed, delimiter=delimiter, strict=True), [])
     except csv.Error as exc:
         raise IngestError(f"the header line cannot be read as CSV: {exc}") from None
     if header:
         header[0] = header[0].lstrip("\ufeff")
-    table = Table(header, map_columns(header, columns), delimiter)
-    while True:
-        line, offset = feed.line_no + 1, feed.offset
-        feed.raw.clear()
-        record: dict = {"line": line, "byte_offset": offset}
-        try:
-            row = next(reader)
-        except StopIteration:
-            return
-        except csv.Error as exc:
-            reader = csv.reader(feed, delimiter=delimiter, strict=True)
-            row, problem = table.loose_row(feed)
-            if row is None:
-                raw = b"".join(feed.raw)
-                reason = f"CSV error: {exc}; {problem}"
-                yield record | _reject("unparseable_row", reason, raw)
-                continue
-            record["read_flags"] = ["repaired_quotes"]
-        if not row or (len(row) == 1 and not row[0].strip()):
-            continue  # a blank line holds no record
-        yield table.record(record, row, feed)
+    if span.start:
+        stream.seek(span.start)
+        feed = LineFeed(stream, span)
+    return Table(header, map_columns(header, columns), delimiter), feed
 
 
 def _reject(rule: str, reason: str, raw: bytes) -> dict:
@@ -160,25 +145,56 @@ class Table:
         self.anchors = anchor_columns(self.header, self.positions)
         self.width = len(self.header)
 
-    def record(self, record: dict, row: list[str], feed: LineFeed) -> dict:
-        """The record of a row the csv module read: its fields, or why it is rejected."""
-        if len(row) != self.width:
-            fixed, problem = self.loose_row(feed)
-            if fixed is not None:
+    def rows(self, feed: LineFeed, stop: int | None = None) -> Iterator[tuple[dict, list | None]]:
+        """Each record's place and its row as the csv module reads it, or as a loose reading
+        reads it (see `loose_row`), up to the first record at or after byte `stop`: (record,
+        row), the row None where it cannot be parsed (the record is then its reject).
+
+        A loose reading may give lines back, so where a record starts is known only here:
+        this is what a chunk's planning and its reading share. Blank lines are no records.
+        """
+        # strict: a quote in the wrong place is an error for that row, where a lenient
+        # reader would silently run the following rows into one field.
+        reader = csv.reader(feed, delimiter=self.delimiter, strict=True)
+        while stop is None or feed.offset < stop:
+            record: dict = {"line": feed.line_no + 1, "byte_offset": feed.offset}
+            feed.raw.clear()
+            try:
+                row = next(reader)
+            except StopIteration:
+                return
+            except csv.Error as exc:
+                reader = csv.reader(feed, delimiter=self.delimiter, strict=True)
+                row, problem = self.loose_row(feed)
+                if row is None:
+                    reason = f"CSV error: {exc}; {problem}"
+                    yield record | _reject("unparseable_row", reason, b"".join(feed.raw)), None
+                    continue
                 record["read_flags"] = ["repaired_quotes"]
-            else:
-                text = valid_text(b"".join(feed.raw).decode("utf-8", "surrogateescape"))
-                fixed, problem = repair_row(
-                    text.rstrip("\r\n"), self.delimiter, self.width, self.anchors
+            if not row or (len(row) == 1 and not row[0].strip()):
+                continue  # a blank line holds no record
+            if len(row) != self.width:
+                fixed, _ = self.loose_row(feed)
+                if fixed is not None:
+                    record["read_flags"] = ["repaired_quotes"]
+                    row = fixed
+            yield record, row
+
+    def record(self, record: dict, row: list[str], feed: LineFeed) -> dict:
+        """The record of a row `rows` read: its fields, or why it is rejected."""
+        if len(row) != self.width:
+            text = valid_text(b"".join(feed.raw).decode("utf-8", "surrogateescape"))
+            fixed, problem = repair_row(
+                text.rstrip("\r\n"), self.delimiter, self.width, self.anchors
+            )
+            if fixed is None:
+                record["read_rule"] = "wrong_field_count"
+                record["read_reason"] = (
+                    f"row has {len(row)} fields, the header has {self.width}; {problem}"
                 )
-                if fixed is None:
-                    record["read_rule"] = "wrong_field_count"
-                    record["read_reason"] = (
-                        f"row has {len(row)} fields, the header has {self.width}; {problem}"
-                    )
-                    record["raw_snippet"] = snippet(b"".join(feed.raw))
-                    return record
-                record["read_flags"] = ["repaired_fields"]
+                record["raw_snippet"] = snippet(b"".join(feed.raw))
+                return record
+            record["read_flags"] = ["repaired_fields"]
             row = fixed
         raw = b"".join(feed.raw)
         record["raw_snippet"] = snippet(raw)
@@ -203,153 +219,11 @@ class Table:
         if len(lines) > 1 and not any(k in ("id", "url") for k in self.anchors.values()):
             return None, "a row over more than one line with no id or link column to pin it"
         text = valid_text(lines[0].decode("utf-8", "surrogateescape")).rstrip("\r\n")
-        values, problem = read_loose_row(text, self.delimiter, self.width, self.anchors, _fits)
+        width, anchors = self.width, self.anchors
+        values, problem = read_loose_row(text, self.delimiter, width, anchors, fits_anchor)
         if values is not None and len(lines) > 1:
             feed.give_back()
         return values, problem
-
-
-def anchor_columns(header: Sequence[str], positions: Mapping[str, int]) -> dict[int, str]:
-    """Columns that hold one field each, by position: those whose values have a known shape
-    (id, link, year) and short labels (venue, decision) that carry no delimiter."""
-    anchors = {i: "url" for i, name in enumerate(header) if column_key(name) in URL_COLUMNS}
-    for name, kind in (("venue", "label"), ("decision", "label"), ("external_id", "id")):
-        if name in positions:
-            anchors[positions[name]] = kind
-    if "year" in positions:
-        anchors[positions["year"]] = "year"
-    return anchors
-
-
-def split_fields(text: str, delimiter: str) -> list[tuple[str, bool]]:
-    """The fields of one CSV record, each with whether it was quoted."""
-    fields: list[tuple[str, bool]] = []
-    i, n = 0, len(text)
-    while True:
-        if i < n and text[i] == '"':
-            j, value = i + 1, []
-            while j < n:
-                if text[j] == '"':
-                    if text[j + 1 : j + 2] == '"':
-                        value.append('"')
-                        j += 2
-                        continue
-                    break
-                value.append(text[j])
-                j += 1
-            end = text.find(delimiter, j)
-            end = n if end < 0 else end
-            fields.append(("".join(value) + text[j + 1 : end], True))
-        else:
-            end = text.find(delimiter, i)
-            end = n if end < 0 else end
-            fields.append((text[i:end], False))
-        if end >= n:
-            return fields
-        i = end + 1
-
-
-def repair_row(
-    text: str, delimiter: str, width: int, anchors: Mapping[int, str]
-) -> tuple[list[str] | None, str]:
-    """Rejoin a row that unquoted delimiters split into too many fields.
-
-    Every anchor column (id, link, year, label) takes one field of its shape; the other
-    columns absorb the surplus, rejoining neighbouring unquoted fields. A reading is
-    accepted when it is the only one, either among those that rejoin exactly where a
-    delimiter sits inside prose (followed by a space, or a thousands separator as in
-    72,413) and split everywhere else, or among all readings.
-
-    Returns:
-        the repaired values (or None) and, when None, why no repair was made.
-    """
-    if not any(kind in ("id", "url") for kind in anchors.values()):
-        return None, "no id or link column to anchor a repair"
-    fields = split_fields(text, delimiter)
-    extra = len(fields) - width
-    if extra <= 0:
-        return None, "too few fields to repair"
-    if extra > MAX_SURPLUS_FIELDS:
-        return None, f"{extra} surplus fields, more than {MAX_SURPLUS_FIELDS} to rejoin"
-    if fixed := _rejoin_prose(fields, width, anchors, delimiter):
-        return fixed, ""
-    readings = _rejoinings(fields, width, anchors, delimiter)
-    if len(readings) == 1:
-        return readings[0], ""
-    if not readings:
-        return None, "no rejoining of fields fits the id and link columns"
-    return None, "more than one way to rejoin the fields fits the id and link columns"
-
-
-def _fits(value: str, kind: str | None) -> bool:
-    return kind is None or bool(ANCHOR_SHAPES[kind].match(value))
-
-
-def _rejoin_prose(
-    fields: list[tuple[str, bool]], width: int, anchors: Mapping[int, str], delimiter: str
-) -> list[str] | None:
-    """The reading that rejoins fields exactly where the delimiter sits inside prose."""
-    groups: list[list[tuple[str, bool]]] = [[fields[0]]]
-    for before, after in itertools.pairwise(fields):
-        value, quoted = after
-        prose = value[:1].isspace() or (
-            before[0][-1:].isdigit() and THOUSANDS_RE.match(value) is not None
-        )
-        inside = prose and not quoted and not before[1]
-        if inside:
-            groups[-1].append(after)
-        else:
-            groups.append([after])
-    if len(groups) != width:
-        return None
-    values = []
-    for column, group in enumerate(groups):
-        kind = anchors.get(column)
-        value = delimiter.join(v for v, _ in group)
-        if (len(group) > 1 and kind is not None) or not _fits(value, kind):
-            return None
-        values.append(value)
-    return values
-
-
-def _rejoinings(
-    fields: list[tuple[str, bool]], width: int, anchors: Mapping[int, str], delimiter: str
-) -> list[list[str]]:
-    """Readings of the row that fit the anchor columns: none, one, or two (of maybe more)."""
-    n = len(fields)
-
-    def spans(column: int, start: int) -> Iterator[tuple[int, str]]:
-        """(end, value) of the fields column `column` may take from `start` on."""
-        kind = anchors.get(column)
-        longest = 1 if kind is not None else n - start - (width - column - 1)
-        for end in range(start + 1, start + longest + 1):
-            if end - start > 1 and (fields[start][1] or fields[end - 1][1]):
-                return  # a quoted field is whole: it is never rejoined with another
-            value = delimiter.join(v for v, _ in fields[start:end])
-            if _fits(value, kind):
-                yield end, value
-
-    # ways[column][start]: readings of columns `column`.. over fields `start`.., counted up
-    # to two. Column c starts between field c and field c + surplus.
-    extra = n - width
-    ways = [dict.fromkeys(range(c, c + extra + 1), 0) for c in range(width)] + [{n: 1}]
-    for column in range(width - 1, -1, -1):
-        for start in ways[column]:
-            total = 0
-            for end, _ in spans(column, start):
-                total += ways[column + 1].get(end, 0)
-                if total >= 2:
-                    break
-            ways[column][start] = min(total, 2)
-    found = ways[0][0]
-    if found != 1:
-        return [[]] * found
-    values, start = [], 0
-    for column in range(width):
-        end, value = next((e, v) for e, v in spans(column, start) if ways[column + 1].get(e, 0))
-        values.append(value)
-        start = end
-    return [values]
 
 
 def sniff_table(text: str, columns: Mapping[str, str]) -> Found | None:
@@ -362,6 +236,23 @@ def read(source: IO[bytes], layout: Layout, override: FileOverride) -> Iterator[
     return read_delimited(source, layout.delimiter, override.column_map)
 
 
+def read_span(
+    stream: IO[bytes], layout: Layout, override: FileOverride, span: Span
+) -> Iterator[dict]:
+    """The records of CSV/TSV that start within `span`, read under the file's header."""
+    return read_delimited(stream, layout.delimiter, override.column_map, span)
+
+
+def record_starts(
+    stream: IO[bytes], layout: Layout, override: FileOverride
+) -> Iterator[tuple[int, int]]:
+    """The byte offset and line of each record of CSV/TSV, as `read_delimited` finds them
+    (its rows, not their fields)."""
+    table, feed = open_table(stream, layout.delimiter, override.column_map)
+    for record, _ in table.rows(feed):
+        yield record["byte_offset"], record["line"]
+
+
 READER = Reader(
     family="csv",
     formats=("csv", "tsv"),
@@ -370,4 +261,7 @@ READER = Reader(
     sniff=_sniff_delimited,
     sniff_order=20,
     sniff_named=sniff_table,
+    splits=("csv", "tsv"),
+    read_span=read_span,
+    record_starts=record_starts,
 )

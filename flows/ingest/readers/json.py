@@ -10,7 +10,15 @@ from collections.abc import Iterator, Mapping
 from typing import IO
 
 from flows.ingest.fields import ObjectFields, is_arxiv, parse_json_int
-from flows.ingest.model import SNIPPET_CHARS, FileOverride, Found, Layout, Reader
+from flows.ingest.model import (
+    SNIPPET_CHARS,
+    WHOLE,
+    FileOverride,
+    Found,
+    Layout,
+    Reader,
+    Span,
+)
 from flows.ingest.readers.common import (
     LongLine,
     long_line_record,
@@ -42,9 +50,13 @@ def _sniff_json(text: str) -> tuple[str, str] | None:
     return ("arxiv" if is_arxiv(obj) else "jsonl"), ""
 
 
-def read_jsonl(stream: IO[bytes], fields: ObjectFields) -> Iterator[dict]:
-    """Records of JSON Lines: one object a line; blank lines are not records."""
-    for line_no, offset, line in numbered_lines(stream):
+def read_jsonl(stream: IO[bytes], fields: ObjectFields, span: Span = WHOLE) -> Iterator[dict]:
+    """Records of JSON Lines: one object a line; blank lines are not records.
+
+    Args:
+        span: the lines to read (see `numbered_lines`); the stream stands at its start.
+    """
+    for line_no, offset, line in numbered_lines(stream, span):
         record: dict = {"line": line_no, "byte_offset": offset}
         if isinstance(line, LongLine):
             yield long_line_record(record, line)
@@ -132,11 +144,7 @@ def read_json_stream(stream: IO[bytes], fields: ObjectFields) -> Iterator[dict]:
                 "read_rule": "invalid_json",
                 "raw_snippet": valid_text(buf[pos : pos + SNIPPET_CHARS]),
             }
-            if isinstance(exc, json.JSONDecodeError):
-                line = exc.lineno - buf.count("\n", 0, pos)
-                where = f"invalid JSON: {exc.msg} at line {line} of the record"
-            else:
-                where = f"invalid JSON: {_json_error(exc)}"
+            where = _broken(exc, buf, pos)
             if resume is None:
                 yield record | {
                     "read_reason": f"{where}; the rest of the file could not be split into records"
@@ -161,6 +169,14 @@ def read_json_stream(stream: IO[bytes], fields: ObjectFields) -> Iterator[dict]:
         yield fields.fill(record, obj, raw)
 
 
+def _broken(exc: Exception, buf: str, pos: int) -> str:
+    """Why the JSON value at `pos` of `buf` does not parse."""
+    if isinstance(exc, json.JSONDecodeError):
+        line = exc.lineno - buf.count("\n", 0, pos)
+        return f"invalid JSON: {exc.msg} at line {line} of the record"
+    return f"invalid JSON: {_json_error(exc)}"
+
+
 def _next_record_start(buf: str, pos: int) -> int | None:
     """Where the record after a broken one starts: the next line that opens an object at
     the broken record's indentation (pretty-printed JSON), if the buffer holds one."""
@@ -175,6 +191,23 @@ def _next_record_start(buf: str, pos: int) -> int | None:
 def sniff(text: str, columns: Mapping[str, str]) -> Found | None:
     """jsonl, arxiv or json, when the head opens a JSON object or array."""
     return _sniff_json(text)
+
+
+def record_starts(
+    stream: IO[bytes], layout: Layout, override: FileOverride
+) -> Iterator[tuple[int, int]]:
+    """The byte offset and line of each record of JSON Lines: each line that is not blank."""
+    for line_no, offset, line in numbered_lines(stream):
+        if isinstance(line, LongLine) or line.strip():
+            yield offset, line_no
+
+
+def read_span(
+    stream: IO[bytes], layout: Layout, override: FileOverride, span: Span
+) -> Iterator[dict]:
+    """The records of JSON Lines that start within `span`."""
+    stream.seek(span.start)
+    return read_jsonl(stream, ObjectFields(override.column_map), span)
 
 
 def read(source: IO[bytes], layout: Layout, override: FileOverride) -> Iterator[dict]:
@@ -192,4 +225,7 @@ READER = Reader(
     extensions=(".json", ".jsonl", ".ndjson"),
     sniff=sniff,
     sniff_order=10,
+    splits=("jsonl", "arxiv"),
+    read_span=read_span,
+    record_starts=record_starts,
 )
