@@ -14,7 +14,6 @@ from prefect.cache_policies import NO_CACHE
 
 from flows import derive, embed, ingest, publish, validate
 from flows.core.cluster import cluster_workers, on_workers
-from flows.core.lake import staged
 from flows.core.settings import Settings
 
 
@@ -157,8 +156,4 @@ def publish_snapshot(
 ) -> tuple[int, dict]:
     """Commit the tables to the DuckLake catalog as one snapshot: its version and the rows
     each table gained and lost."""
-    con = staged(tables)
-    try:
-        return publish.publish(con, settings, message, manifest, dim)
-    finally:
-        con.close()
+    return publish.publish_tables(tables, settings, message, manifest, dim)

@@ -22,6 +22,7 @@ from flows.core.settings import Settings
 from flows.pipeline import paperlake
 from flows.publish import PublishedRows, history
 from flows.publish import plan as publish_plan
+from flows.publish import snapshot as publish_snapshot
 from flows.publish.compaction import live_files
 from flows.read import dense_search
 from tests.conftest import SAMPLE_RAW, write
@@ -270,19 +271,19 @@ def test_a_publish_planned_from_kept_row_hashes_publishes_what_one_planned_from_
         return plan_from_hashes(con, frames, *args, **kwargs)
 
     monkeypatch.setattr(publish_plan, "plan_from_hashes", counted)
-    prepare, prepared = publish.prepare, []
+    prepare, prepared = publish_snapshot.prepare, []
 
     def kept_plans(*args, **kwargs):
         prepared.append(prepare(*args, **kwargs))
         return prepared[-1]
 
-    monkeypatch.setattr(publish, "prepare", kept_plans)
+    monkeypatch.setattr(publish_snapshot, "prepare", kept_plans)
     changes = {}
 
     def run_both(version: int) -> list[int]:
         calls = []
         for settings, rows in plans:
-            monkeypatch.setattr(publish, "HASHED_PLAN_ROWS", rows)
+            monkeypatch.setattr(publish_snapshot, "HASHED_PLAN_ROWS", rows)
             before = len(planned_from_hashes)
             run = paperlake(raw=[str(raw_copy)], warehouse=str(settings.warehouse))
             assert run.version == version

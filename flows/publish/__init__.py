@@ -44,7 +44,7 @@ from flows.publish.previous import (
     remember_published,
 )
 from flows.publish.published import PublishedDigests, PublishedRows, table_digest
-from flows.publish.snapshot import FAULT_POINTS, commit, publish
+from flows.publish.snapshot import FAULT_POINTS, commit, publish, publish_tables
 from flows.publish.stage import (
     HISTORY_TABLES,
     TABLE_KEYS,
@@ -83,6 +83,7 @@ __all__ = [
     "prepare",
     "previous_version",
     "publish",
+    "publish_tables",
     "remember_published",
     "repair_caches",
     "row_hashes",

@@ -12,10 +12,10 @@ import duckdb
 import polars as pl
 
 from flows.core import data_path
-from flows.core.lake import LAKE, STAGE
+from flows.core.lake import LAKE, STAGE, staged
 from flows.core.settings import Settings
-from flows.publish.plan import prepare
-from flows.publish.published import PublishedDigests, PublishedRows
+from flows.publish.plan import HASHED_PLAN_ROWS, prepare, row_hashes
+from flows.publish.published import PublishedDigests, PublishedRows, table_digest
 from flows.publish.stage import (
     HISTORY_TABLES,
     TABLE_KEYS,
@@ -179,3 +179,35 @@ def publish(
 ) -> tuple[int, dict[str, tuple[int, int]]]:
     """Commit the staged tables to the catalog as one snapshot: `prepare`, then `commit`."""
     return commit(con, settings, prepare(con, settings), message, manifest, embedding_dim)
+
+
+def publish_tables(
+    tables: dict[str, pl.DataFrame],
+    settings: Settings,
+    message: str,
+    manifest: dict,
+    embedding_dim: int,
+) -> tuple[int, dict[str, tuple[int, int]]]:
+    """Plan and commit a run's tables as one snapshot: the new version and, per table, rows
+    deleted and inserted.
+
+    Large keyed tables are planned from their row hashes against those the last commit
+    kept (`PublishedRows`), small ones compared whole, skipping those whose digest the last
+    commit kept (`PublishedDigests`); either is kept for the next run's plan.
+    """
+    frames = {name: tables[name] for name in TABLE_KEYS}
+    hashes = digests = None
+    if sum(frame.height for frame in frames.values()) >= HASHED_PLAN_ROWS:
+        hashes = {name: row_hashes(frames[name], keys) for name, keys in TABLE_KEYS.items()}
+    else:
+        digests = {name: table_digest(frame) for name, frame in frames.items()}
+    con = staged({name: tables[name] for name in HISTORY_TABLES})
+    try:
+        plans = prepare(con, settings, frames, hashes, digests)
+        kept_rows = (settings, hashes) if hashes is not None else None
+        kept_digests = (settings, digests) if digests is not None else None
+        return commit(
+            con, settings, plans, message, manifest, embedding_dim, kept_rows, kept_digests
+        )
+    finally:
+        con.close()
