@@ -347,36 +347,3 @@ def test_the_warm_runner_sends_each_message_at_once():
         assert server.recv() == {"parameters": {}}  # the connection still works
         client.close()
         server.close()
-
-
-def test_a_handed_run_answers_once_its_outcome_is_ready(tmp_path):
-    """The client gets the summary when the run says its outcome is ready (the version,
-    its page and Data Docs written), not after the flow run's bookkeeping that follows."""
-    import threading
-    from dataclasses import dataclass
-
-    from flows.serve.warm_runner import WarmRunner, hand_over, outcome_ready
-
-    @dataclass
-    class Summary:
-        version: int
-
-    bookkeeping = threading.Event()
-    finished = []
-
-    def execute(parameters: dict) -> Summary:
-        summary = Summary(parameters["version"])
-        outcome_ready(summary)
-        outcome_ready(summary)  # said once
-        bookkeeping.wait(timeout=60)  # the artifacts and final state, still being written
-        finished.append(summary)
-        return summary
-
-    settings = Settings(warehouse=tmp_path / "warehouse")
-    with WarmRunner(settings.warehouse, execute):
-        said = []
-        assert hand_over(settings, {"version": 7}, said.append) == {"version": 7}
-        assert finished == [] and said == []  # answered while the run was still finishing
-        bookkeeping.set()
-        wait_for(lambda: finished, 60, "the run did not finish")
-    outcome_ready(Summary(1))  # outside a handed-over run: nothing to do
