@@ -6,15 +6,10 @@ from __future__ import annotations
 
 import shutil
 from pathlib import Path
-from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:
-    from flows.validate.gx import SuiteResult
+from flows.validate.gx import RESULTS, SITE, GxProject, SuiteResult
 
 # Below a project's root: the file context's folder, its stored results and its site.
-CONTEXT = Path("gx")
-RESULTS = CONTEXT / "uncommitted" / "validations"
-SITE = CONTEXT / "uncommitted" / "data_docs" / "local_site"
 # Stored results per suite that the Data Docs show: each build of the index reads them
 # all, so a few are kept; dq_results keeps every outcome.
 KEEP_RESULTS = 10
@@ -34,7 +29,6 @@ def build_data_docs(
     index = root / SITE / "index.html"
     if not suite_results and index.exists():
         return index
-    from flows.validate.gx import GxProject  # Great Expectations: only to build
 
     project = GxProject.at(root)
     stored = [project.store(run_id, result) for result in suite_results]

@@ -42,7 +42,6 @@ from great_expectations.expectations.expectation_configuration import (  # noqa:
 )
 
 from flows.validate.checks import SAMPLE_IDS  # noqa: E402
-from flows.validate.docs import CONTEXT, SITE  # noqa: E402
 from flows.validate.suites import ROW_HASH, Suite, column_label, suite_names  # noqa: E402
 
 DATASOURCE = "paperlake"
@@ -59,6 +58,11 @@ ROWS_FORMAT = {
     # GX would show a pandas query on a frame that only existed inside the run.
     "return_unexpected_index_query": False,
 }
+
+# Where the project keeps its context, its stored results and its Data Docs.
+CONTEXT = Path("gx")
+RESULTS = CONTEXT / "uncommitted" / "validations"
+SITE = CONTEXT / "uncommitted" / "data_docs" / "local_site"
 
 
 @dataclass(frozen=True)

@@ -12,7 +12,7 @@ import polars as pl
 
 from flows.core.settings import Settings
 from flows.core.templates import templates
-from flows.validate.docs import SITE
+from flows.validate.gx import SITE
 from flows.validate.page.gather import build_page, build_run_page
 from flows.validate.page.page import Page
 
