@@ -47,7 +47,7 @@ def run_pipeline(settings: Settings, force: bool = False) -> record.RunSummary:
             "run %s: %s into %s", run.run_id[:8], ", ".join(map(str, settings.raw)),
             settings.warehouse,
         )  # fmt: skip
-        ingested = run.stage("ingest", ingest_raw, settings)
+        ingested = run.stage("ingest", ingest_raw, settings, last.shown)
         embedded = run.stage("embed", embed_papers, ingested.papers, settings)
         agreement = run.beside(check_agreement, embedded, settings)
         tables = ingested.tables | {"embeddings": embedded.table.sort("paper_id")}

@@ -36,8 +36,9 @@ class Ingested:
 
 
 @task(name="ingest_raw", cache_policy=NO_CACHE)
-def ingest_raw(settings: Settings) -> Ingested:
-    """Read the raw files (unchanged ones from the parse cache) into papers and rejects.
+def ingest_raw(settings: Settings, shown: pl.DataFrame | None = None) -> Ingested:
+    """Read the raw files (unchanged ones from the parse cache) into papers and rejects;
+    a paper shows the record the last version showed it from (`shown`) while it holds it.
 
     On a cluster, each file not parsed yet is first parsed by a worker into the cache.
     """
@@ -58,7 +59,7 @@ def ingest_raw(settings: Settings) -> Ingested:
         )
     for source in result.files:
         source.cached = source.cached and source.path not in parsed
-    papers, paper_sources = ingest.build_papers(result.records)
+    papers, paper_sources = ingest.build_papers(result.records, shown)
     return Ingested(result, papers, paper_sources)
 
 

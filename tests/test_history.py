@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import socket
@@ -307,3 +308,66 @@ def test_a_publish_planned_from_kept_row_hashes_publishes_what_one_planned_from_
         _, hashed_tables, _ = history.checksums(hashed, version)
         _, compared_tables, _ = history.checksums(compared, version)
         assert hashed_tables == compared_tables, version
+
+
+def test_a_paper_keeps_the_source_it_showed_and_diff_tells_its_metadata_and_sources(
+    prefect_server, tmp_path
+):
+    """One abstract in an ICLR dump, then also in a JSON Lines file whose name sorts first
+    (NeurIPS 2023, its own id): the paper still shows the ICLR record, and diff lists the
+    source it gained. Once the dump is gone it shows the JSON Lines record: diff names the
+    venue, year and id that changed and the source it lost."""
+    raw = tmp_path / "raw"
+    abstract = NEW_ABSTRACTS[1]
+    write(raw / "iclr.txt", "ICLR 2026 Papers\n\n" + "\n\n".join(NEW_ABSTRACTS[:3]) + "\n")
+    warehouse = tmp_path / "warehouse"
+
+    def run() -> int:
+        return paperlake(raw=[str(raw)], warehouse=str(warehouse)).version
+
+    assert run() == 1
+    line = {"id": "2307.01234", "abstract": abstract, "venue": "NeurIPS", "year": 2023}
+    write(raw / "000_also.jsonl", json.dumps(line) + "\n")
+    assert run() == 2
+    (raw / "iclr.txt").write_text("ICLR 2026 Papers\n\n" + "\n\n".join(
+        [NEW_ABSTRACTS[0], NEW_ABSTRACTS[2]]) + "\n")  # fmt: skip
+    assert run() == 3
+    settings = Settings(warehouse=warehouse)
+    with open_lake(settings) as con:
+        shown = "select venue, year, external_id from papers at (version => {}) where abstract = ?"
+        assert con.execute(shown.format(2), [abstract]).fetchone() == ("ICLR", 2026, None)
+        assert con.execute(shown.format(3), [abstract]).fetchone() == (
+            "NeurIPS",
+            2023,
+            "2307.01234",
+        )
+        sources = con.execute(
+            "with s as (from paper_sources at (version => 2)), p as (from papers at (version => 2)) "
+            "select s.source_path, s.venue, s.year, s.external_id from s join p using (paper_id) "
+            "where p.abstract = ? order by 1",
+            [abstract],
+        ).fetchall()
+    assert [(p.rsplit("/", 1)[1], v, y, i) for p, v, y, i in sources] == [
+        ("000_also.jsonl", "NeurIPS", 2023, "2307.01234"),
+        ("iclr.txt", "ICLR", 2026, None),
+    ]
+    one_two = history.diff_versions(settings, 1, 2)
+    assert one_two.metadata.height == 0
+    assert [(r["change"], r["source_path"].rsplit("/", 1)[1]) for r in
+            one_two.sources.iter_rows(named=True)] == [("gained", "000_also.jsonl")]  # fmt: skip
+    two_three = history.diff_versions(settings, 2, 3)
+    assert sorted(two_three.metadata.select("field", "old", "new").rows()) == [
+        ("external_id", None, "2307.01234"),
+        ("venue", "ICLR", "NeurIPS"),
+        ("year", "2026", "2023"),
+    ]
+    assert [(r["change"], r["source_path"].rsplit("/", 1)[1]) for r in
+            two_three.sources.iter_rows(named=True)] == [("lost", "iclr.txt")]  # fmt: skip
+    assert two_three.counts() | {} == {
+        "added": 0, "removed": 0, "changed": 0, "metadata_changed": 1, "sources_changed": 1,
+    }  # fmt: skip
+    printed = CliRunner().invoke(app, ["diff", "2", "3", "-w", str(warehouse)],
+                                 env={"COLUMNS": "160"})  # fmt: skip
+    assert printed.exit_code == 0, printed.output
+    assert "metadata changed for 1, sources changed for 1" in printed.output
+    assert "NeurIPS" in printed.output and "lost" in printed.output

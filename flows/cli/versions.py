@@ -41,12 +41,15 @@ def diff(
     *,
     settings: Settings,
 ) -> None:
-    """What changed between two versions: papers, venues, topics, near-duplicates.
+    """What changed between two versions: papers, their metadata and sources, venues,
+    topics, near-duplicates.
 
     Papers are named by id and title (an untitled paper by its abstract's first words; a
-    removed paper as the older version had it). json gives one object (counts and the
-    three lists); csv one table, its first column naming the list each row belongs to;
-    jsonl one object per row with that name; markdown the three tables under headings.
+    removed paper as the older version had it). Metadata lists, per kept paper, each of
+    title, venue, year, authors, external id and links that now reads differently; sources
+    the records a kept paper gained or lost. json gives one object (counts and the lists);
+    csv one table, its first column naming the list each row belongs to; jsonl one object
+    per row with that name; markdown the tables under headings.
     """
     import polars as pl
 
@@ -59,12 +62,15 @@ def diff(
     counts = change.counts()
     parts = {
         "papers": change.papers,
+        "metadata": change.metadata,
+        "sources": change.sources,
         "groups": change.groups,
         "new_duplicates": change.new_duplicates,
     }
     headline = (
         f"version {version_a} -> {version_b}: papers +{counts['added']} added, "
-        f"-{counts['removed']} removed, ~{counts['changed']} changed"
+        f"-{counts['removed']} removed, ~{counts['changed']} changed; metadata changed for "
+        f"{counts['metadata_changed']}, sources changed for {counts['sources_changed']}"
     )
     if fmt == Format.json:
         payload = {
@@ -89,6 +95,10 @@ def diff(
         out.print(headline, highlight=False)
         if change.papers.height:
             print_frame(paper_lines(change.papers), fmt, max_rows, title="papers")
+        if change.metadata.height:
+            print_frame(change.metadata, fmt, max_rows, title="metadata", by_importance=True)
+        if change.sources.height:
+            print_frame(change.sources, fmt, max_rows, title="sources", by_importance=True)
         print_frame(change.groups, fmt, max_rows, title="papers per venue and topic")
         out.print(f"new near-duplicate pairs: {change.new_duplicates.height}")
         if change.new_duplicates.height:

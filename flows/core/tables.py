@@ -180,7 +180,14 @@ DECLARED: tuple[Table, ...] = (
         "Every location of every paper, duplicates included.",
         ("paper_id", "source_path", "record_no"),
         "ingest",
-        (("paper_id", "the paper"), *LOCATION),
+        (
+            ("paper_id", "the paper"),
+            *LOCATION,
+            ("venue", "the venue this record gives"),
+            ("year", "the year this record gives"),
+            ("external_id", "the id this record gives"),
+            ("title", "the title this record gives"),
+        ),
         grain="one row per record that gave a paper",
         references=(
             ("paper_id", "papers"),

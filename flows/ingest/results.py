@@ -18,48 +18,46 @@ from flows.ingest.model import (
 )
 
 
-def build_papers(records: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
-    """One paper per paper_id (its first location) and every location of every paper.
+def build_papers(
+    records: pl.DataFrame, shown: pl.DataFrame | None = None
+) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """One paper per paper_id and every location of every paper, with what each says.
+
+    A paper found in several records shows the metadata (venue, year, ids, title, ...) of
+    one of them, by a rule that does not depend on how files sort: the record the last
+    version showed it from, while that record still holds it (`shown`: paper_id,
+    source_path, record_no); else its first record as read (files in path order, records
+    in file order).
 
     Returns:
-        papers, paper_sources (paper_id with each source path, line and byte offset).
+        papers, paper_sources (each location: path, record, line, byte offset, and the
+        venue, year, external id and title that record gives).
     """
     ordered = records.with_row_index("seen_order")
+    if shown is not None and shown.height:
+        kept = shown.select("paper_id", "source_path", "record_no", _kept=pl.lit(True))
+        ordered = ordered.join(kept, on=["paper_id", "source_path", "record_no"], how="left")
+        ordered = ordered.sort(pl.col("_kept").is_null(), "seen_order").drop("_kept")
     locations = ordered.select(
-        "paper_id", "source_path", "source_sha256", "record_no", "line", "byte_offset"
-    )
+        "paper_id", "source_path", "source_sha256", "record_no", "line", "byte_offset",
+        "venue", "year", "external_id", "title",
+    )  # fmt: skip
     counts = locations.group_by("paper_id").agg(n_locations=pl.len().cast(pl.Int32))
-    # Each paper's first record as seen.
     papers = (
         ordered.filter(pl.col("paper_id").is_first_distinct())
         .join(counts, on="paper_id")
-        .select(
-            "paper_id",
-            "source_path",
-            "source_sha256",
-            "record_no",
-            "line",
-            "byte_offset",
-            "n_locations",
-            "venue",
-            "year",
-            "external_id",
-            "title",
-            "authors",
-            "keywords",
-            "categories",
-            "decision",
-            "abstract",
-            "abstract_raw",
-            "word_count",
-            "links",
-            "unresolved_macros",
-            "flags",
-            "control_chars_removed",
-        )
+        .select(*PAPER_COLUMNS)
         .sort("paper_id")
     )
     return papers, locations.sort("paper_id", "source_path", "record_no")
+
+
+PAPER_COLUMNS = (
+    "paper_id", "source_path", "source_sha256", "record_no", "line", "byte_offset",
+    "n_locations", "venue", "year", "external_id", "title", "authors", "keywords",
+    "categories", "decision", "abstract", "abstract_raw", "word_count", "links",
+    "unresolved_macros", "flags", "control_chars_removed",
+)  # fmt: skip
 
 
 def file_report(sources: pl.DataFrame) -> pl.DataFrame:

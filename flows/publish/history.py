@@ -32,10 +32,16 @@ class VersionDiff:
     papers: pl.DataFrame  # change, old_id, new_id, title, untitled
     groups: pl.DataFrame  # dimension, group, papers_a, papers_b, delta
     new_duplicates: pl.DataFrame  # paper_a, title_a, paper_b, title_b, score, kind, ...
+    metadata: pl.DataFrame  # paper_id, title, field, old, new: what a kept paper shows
+    sources: pl.DataFrame  # change (gained | lost), paper_id, title, source_path, record_no
 
     def counts(self) -> dict[str, int]:
         col = self.papers["change"]
-        return {c: int((col == c).sum()) for c in ("added", "removed", "changed")}
+        counts = {c: int((col == c).sum()) for c in ("added", "removed", "changed")}
+        return counts | {
+            "metadata_changed": self.metadata["paper_id"].n_unique(),
+            "sources_changed": self.sources["paper_id"].n_unique(),
+        }
 
 
 def _check_versions(con: duckdb.DuckDBPyConnection, *versions: int) -> None:
@@ -49,7 +55,8 @@ def _check_versions(con: duckdb.DuckDBPyConnection, *versions: int) -> None:
 
 
 def diff_versions(settings: Settings, version_a: int, version_b: int) -> VersionDiff:
-    """Papers added, removed and changed, counts per venue and topic, new near-duplicates."""
+    """Papers added, removed and changed, counts per venue and topic, new near-duplicates,
+    the metadata kept papers show differently, and the records they gained or lost."""
     with open_lake(settings, extensions=()) as con:
         _check_versions(con, version_a, version_b)
         define_paper_title(con)
@@ -61,6 +68,8 @@ def diff_versions(settings: Settings, version_a: int, version_b: int) -> Version
             papers=con.execute(read_sql("catalog/paper_changes")).pl(),
             groups=con.execute(read_sql("catalog/group_changes")).pl(),
             new_duplicates=con.execute(read_sql("catalog/new_duplicates")).pl(),
+            metadata=con.execute(read_sql("catalog/metadata_changes")).pl(),
+            sources=con.execute(read_sql("catalog/source_changes")).pl(),
         )
 
 

@@ -15,12 +15,14 @@ from flows.core.lake import attach, catalog_exists, catalog_name, connect
 from flows.core.settings import Settings
 from flows.publish.stage import lake_tables, table_exists
 
+SHOWN_SCHEMA = {"paper_id": pl.String, "source_path": pl.String, "record_no": pl.Int64}
+
 
 @dataclass
 class Previous:
     """What a run carries over from the latest version: its number and fingerprint, its
-    topics (id -> centroid), the papers they held and each one's topic, and each paper's
-    place on the map.
+    topics (id -> centroid), the papers they held and each one's topic, each paper's
+    place on the map, and the record each paper was shown from.
 
     Per-paper state is held in frames, not Python collections: Prefect walks a task's
     parameters item by item, slowly for sets and dicts of many papers.
@@ -36,6 +38,9 @@ class Previous:
         default_factory=lambda: pl.DataFrame(
             schema={"paper_id": pl.String, "x": pl.Float64, "y": pl.Float64}
         )
+    )
+    shown: pl.DataFrame = field(  # each paper's record its metadata came from
+        default_factory=lambda: pl.DataFrame(schema=SHOWN_SCHEMA)
     )
 
     @property
@@ -86,6 +91,7 @@ def remember_published(
         },
         assignments=tables["paper_topics"].select("paper_id", "topic_id"),
         coordinates=tables["paper_coordinates"].select("paper_id", "x", "y"),
+        shown=tables["papers"].select(*SHOWN_SCHEMA),
     )
     _PUBLISHED[settings.catalog_path.resolve()] = (stamp, state)
 
@@ -125,6 +131,9 @@ def read_previous(settings: Settings) -> Previous:
             found.assignments = con.execute("select paper_id, topic_id from paper_topics").pl()
         if "paper_coordinates" in names:
             found.coordinates = con.execute("select paper_id, x, y from paper_coordinates").pl()
+        if "papers" in names:
+            shown = con.execute("select paper_id, source_path, record_no from papers").pl()
+            found.shown = shown.cast(SHOWN_SCHEMA)
         return found
     finally:
         con.close()
