@@ -342,7 +342,8 @@ def test_a_paper_keeps_the_source_it_showed_and_diff_tells_its_metadata_and_sour
             "2307.01234",
         )
         sources = con.execute(
-            "with s as (from paper_sources at (version => 2)), p as (from papers at (version => 2)) "
+            "with s as (from paper_sources at (version => 2)), "
+            "p as (from papers at (version => 2)) "
             "select s.source_path, s.venue, s.year, s.external_id from s join p using (paper_id) "
             "where p.abstract = ? order by 1",
             [abstract],
