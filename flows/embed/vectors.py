@@ -3,15 +3,15 @@
 from __future__ import annotations
 
 import numpy as np
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeRemainingColumn
 
+from flows.core.progress import progress
 from flows.core.settings import BATCH_SIZE, PACKAGED_MODEL
 from flows.embed.encoders import GraphEncoder, TorchEncoder
 from flows.embed.machine import compute_threads
 from flows.embed.model import load_model, model_path
 from flows.embed.tokens import token_lengths, tokenize, unpadded_tokenizer
 
-CHUNK_BATCHES = 4  # batches per progress update
+CHUNK_BATCHES = 4  # batches between two updates of the progress
 
 
 def text_lengths(texts: list[str], model: str = PACKAGED_MODEL) -> np.ndarray:
@@ -64,22 +64,14 @@ def encode(
     tokens = tokenize(encoder.tokenizer, texts) if fed else None
     order = longest_first(tokens.lengths) if tokens else encoding_order(texts, model)
     step = batch_size * CHUNK_BATCHES
-    with Progress(
-        "[progress.description]{task.description}",
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeRemainingColumn(),
-        disable=not show_progress,
-        transient=True,
-    ) as progress:
-        task = progress.add_task("embedding", total=len(texts))
+    with progress("embed", len(texts), "texts", show=show_progress) as advance:
         for start in range(0, len(texts), step):
             idx = order[start : start + step]
             if tokens:
                 out[idx] = encoder.encode_tokens(tokens, idx, batch_size)
             else:
                 out[idx] = encoder.encode([texts[i] for i in idx], batch_size)
-            progress.advance(task, len(idx))
+            advance(len(idx))
     # Normalise in fp32 so that every vector has unit norm whatever precision encoded it.
     norms = np.linalg.norm(out, axis=1, keepdims=True)
     np.divide(out, norms, out=out, where=norms > 0)

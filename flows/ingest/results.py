@@ -6,13 +6,10 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 from contextlib import contextmanager
-from pathlib import Path
 
 import polars as pl
-from rich.console import Console
-from rich.progress import BarColumn, DownloadColumn
-from rich.progress import Progress as Bar
 
+from flows.core.progress import progress
 from flows.ingest.model import (
     Progress,
 )
@@ -82,19 +79,14 @@ def file_report(sources: pl.DataFrame) -> pl.DataFrame:
 
 @contextmanager
 def reading_progress(show: bool = True) -> Iterator[Progress]:
-    """A transient progress bar of bytes read per file, as a callback for ingest()."""
-
-    with Bar(
-        "[progress.description]{task.description}",
-        BarColumn(),
-        DownloadColumn(),
-        console=Console(stderr=True),
-        transient=True,
-        disable=not show,
-    ) as bar:
-        task = bar.add_task("reading", total=None)
+    """The files read so far, shown as reading goes on (flows/core/progress.py), as a
+    callback for ingest(): called with (path, bytes read, file size)."""
+    with progress("ingest", None, "files read", show=show) as files_done:
+        finished: set[str] = set()
 
         def advance(path: str, done: int, total: int) -> None:
-            bar.update(task, description=Path(path).name, completed=done, total=total)
+            if done >= total and path not in finished:
+                finished.add(path)
+                files_done(1)
 
         yield advance
