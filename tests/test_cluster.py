@@ -67,7 +67,7 @@ def test_run_on_a_cluster_publishes_what_one_process_does(prefect_server, dask_c
     assert names.count("parse_file") == 2
     assert names.count("encode_shard") == 3
     assert names.count("neighbor_rows") == 1
-    assert {"ingest_raw", "embed_papers", "aggregate_papers", "publish_snapshot"} <= set(names)
+    assert {"ingest_raw", "embed_papers", "derive_tables", "publish_snapshot"} <= set(names)
 
 
 def test_local_spec_gives_workers_their_share_of_the_cores():

@@ -429,7 +429,7 @@ def test_a_served_deployment_loads_the_flow_named_paperlake():
 
     from flows.pipeline import paperlake
 
-    deployment = paperlake.to_deployment(name="check")
+    deployment = paperlake.to_deployment(name="check", _sync=True)
     assert deployment.entrypoint.endswith("flows/pipeline.py:paperlake")
     loaded = load_flow_from_entrypoint(str(PROJECT_ROOT / deployment.entrypoint))
     assert loaded.name == "paperlake"
