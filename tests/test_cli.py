@@ -374,13 +374,19 @@ def test_every_row_command_takes_every_format(sample_run, tmp_path, fmt):
 def test_diff_as_csv_is_one_table_naming_each_row_s_list(sample_run):
     result = invoke("diff", 1, 1, "-w", sample_run.settings.warehouse, "--format", "csv")
     rows = list(csv.DictReader(io.StringIO(result.stdout)))
-    assert list(rows[0])[:11] == [
+    assert list(rows[0])[:17] == [
         "list",
         "change",
         "old_id",
         "new_id",
         "title",
         "untitled",
+        "paper_id",
+        "field",
+        "old",
+        "new",
+        "source_path",
+        "record_no",
         "dimension",
         "group",
         "papers_a",

@@ -370,5 +370,5 @@ def test_a_paper_keeps_the_source_it_showed_and_diff_tells_its_metadata_and_sour
     printed = CliRunner().invoke(app, ["diff", "2", "3", "-w", str(warehouse)],
                                  env={"COLUMNS": "160"})  # fmt: skip
     assert printed.exit_code == 0, printed.output
-    assert "metadata changed for 1, sources changed for 1" in printed.output
+    assert "new metadata: 1, new sources: 1" in printed.output
     assert "NeurIPS" in printed.output and "lost" in printed.output

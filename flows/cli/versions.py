@@ -69,8 +69,8 @@ def diff(
     }
     headline = (
         f"version {version_a} -> {version_b}: papers +{counts['added']} added, "
-        f"-{counts['removed']} removed, ~{counts['changed']} changed; metadata changed for "
-        f"{counts['metadata_changed']}, sources changed for {counts['sources_changed']}"
+        f"-{counts['removed']} removed, ~{counts['changed']} changed; new metadata: "
+        f"{counts['metadata_changed']}, new sources: {counts['sources_changed']}"
     )
     if fmt == Format.json:
         payload = {
