@@ -9,8 +9,10 @@ Modules:
     report        the version's self-contained HTML report
     figures       the report's figures, and what changed since the version before
     paper_map     the report's map of papers
+    catalog_copy  a long-lived reader's own copy of a DuckDB-file catalog (runs never wait)
 """
 
+from flows.read.catalog_copy import CatalogCopy, reader_of
 from flows.read.hits import MIN_COSINE, no_good_match
 from flows.read.query import run_query
 from flows.read.ranking import dense_ranking, fuse, keyword_ranking
@@ -27,6 +29,7 @@ from flows.read.search_index import build_keyword_index
 
 __all__ = [
     "CANDIDATES",
+    "CatalogCopy",
     "MIN_COSINE",
     "MODES",
     "Corpus",
@@ -36,6 +39,7 @@ __all__ = [
     "fuse",
     "keyword_ranking",
     "no_good_match",
+    "reader_of",
     "run_query",
     "search_papers",
     "similar_papers",
