@@ -9,10 +9,14 @@ Modules:
     report        the version's self-contained HTML report
     figures       the report's figures, and what changed since the version before
     paper_map     the report's map of papers
+    export        a version's table as a Parquet, CSV or JSON Lines file
+    duckdb_setup  the SQL that opens a version in a plain DuckDB (CLI, Python, ...)
     catalog_copy  a long-lived reader's own copy of a DuckDB-file catalog (runs never wait)
 """
 
 from flows.read.catalog_copy import CatalogCopy, reader_of
+from flows.read.duckdb_setup import duckdb_setup
+from flows.read.export import FORMATS, export_format, export_table, lake_tables
 from flows.read.hits import MIN_COSINE, no_good_match
 from flows.read.query import run_query
 from flows.read.ranking import dense_ranking, fuse, keyword_ranking
@@ -29,6 +33,7 @@ from flows.read.search_index import build_keyword_index
 
 __all__ = [
     "CANDIDATES",
+    "FORMATS",
     "CatalogCopy",
     "MIN_COSINE",
     "MODES",
@@ -36,8 +41,12 @@ __all__ = [
     "build_keyword_index",
     "dense_ranking",
     "dense_search",
+    "duckdb_setup",
+    "export_format",
+    "export_table",
     "fuse",
     "keyword_ranking",
+    "lake_tables",
     "no_good_match",
     "reader_of",
     "run_query",
