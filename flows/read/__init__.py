@@ -10,12 +10,12 @@ Modules:
     figures       the report's figures, and what changed since the version before
     paper_map     the report's map of papers
     export        a version's table as a Parquet, CSV or JSON Lines file
-    duckdb_setup  the SQL that opens a version in a plain DuckDB (CLI, Python, ...)
+    plain_duckdb  the SQL that opens a version in a plain DuckDB (CLI, Python, ...)
     catalog_copy  a long-lived reader's own copy of a DuckDB-file catalog (runs never wait)
 """
 
 from flows.read.catalog_copy import CatalogCopy, reader_of
-from flows.read.duckdb_setup import duckdb_setup
+from flows.read.plain_duckdb import duckdb_setup
 from flows.read.export import FORMATS, export_format, export_table, lake_tables
 from flows.read.hits import MIN_COSINE, no_good_match
 from flows.read.query import run_query
