@@ -188,7 +188,8 @@ class Settings(BaseSettings):
     )
     model: str = Field(
         PACKAGED_MODEL,
-        description="The packaged all-MiniLM-L6-v2 or a local sentence-transformers folder.",
+        description="The packaged all-MiniLM-L6-v2 or a local sentence-transformers folder "
+        "(a search embeds its query with the model its version recorded, unless given).",
     )
     batch_size: int = Field(BATCH_SIZE, description="Embedding batch size.")
     precision: Precision = Field(

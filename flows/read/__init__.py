@@ -15,9 +15,9 @@ Modules:
 """
 
 from flows.read.catalog_copy import CatalogCopy, reader_of
-from flows.read.plain_duckdb import duckdb_setup
 from flows.read.export import FORMATS, export_format, export_table, lake_tables
 from flows.read.hits import MIN_COSINE, no_good_match
+from flows.read.plain_duckdb import duckdb_setup
 from flows.read.query import run_query
 from flows.read.ranking import dense_ranking, fuse, keyword_ranking
 from flows.read.report import write_report
