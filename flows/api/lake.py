@@ -10,19 +10,12 @@ read as it is. Either way it is attached read-only.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from flows.core.errors import WarehouseError
 from flows.core.lake import open_lake, published_versions, read_sql
 from flows.core.settings import Settings
-from flows.read import (
-    MIN_COSINE,
-    export_table,
-    lake_tables,
-    reader_of,
-    search_papers,
-    similar_papers,
-)
+from flows.read import export_table, lake_tables, reader_of, search_papers, similar_papers
 
 if TYPE_CHECKING:
     import duckdb
@@ -102,25 +95,18 @@ class Lake:
         return self.lake(version).sql(query, params=params)
 
     def search(
-        self,
-        text: str,
-        k: int = 10,
-        mode: str = "hybrid",
-        venue: str | None = None,
-        year: int | None = None,
-        topic: int | str | None = None,
-        fusion: str = "score",
-        min_cosine: float = MIN_COSINE,
-        version: int | None = None,
+        self, text: str, k: int = 10, version: int | None = None, **options: Any
     ) -> pl.DataFrame:
-        """The k papers that best match `text`, as `paperlake search` finds them: hybrid
-        (BM25 and cosine), dense or keyword; each hit with its `score` (cosine to the query)
-        and `good_match`. Queries are embedded with the model the version was embedded
-        with."""
-        return search_papers(
-            self.lake(version), text, self.settings, k=k, mode=mode, venue=venue, year=year,
-            fusion=fusion, topic=topic, min_cosine=min_cosine,
-        )  # fmt: skip
+        """The k papers that best match `text`, as `paperlake search` finds them; each hit
+        with its `score` (the cosine of query and paper) and `good_match`. Queries are
+        embedded with the model the version was embedded with.
+
+        Args:
+            options: as `paperlake search` takes them: mode ("hybrid", "dense" or
+                "keyword"), venue, year, topic (an id or words of its label), fusion
+                ("score" or "rrf"), min_cosine.
+        """
+        return search_papers(self.lake(version), text, self.settings, k=k, **options)
 
     def similar(self, paper_id: str, k: int = 10, version: int | None = None) -> pl.DataFrame:
         """The k papers closest in meaning to paper `paper_id` (`paperlake similar`)."""

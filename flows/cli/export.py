@@ -19,6 +19,7 @@ from flows.core.settings import Settings
 from flows.core.stopping import stops_on_signals
 
 
+# flows.read's FORMATS, spelled here: commands import flows.read only when they run.
 class ExportFormat(StrEnum):
     parquet = "parquet"
     csv = "csv"
