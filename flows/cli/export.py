@@ -34,7 +34,7 @@ def export(
     fmt: Annotated[
         ExportFormat | None,
         typer.Option(
-            "--format", help="parquet, csv or jsonl [default: from --to's suffix, else parquet]."
+            "--format", help="parquet, csv or jsonl (default: from --to's suffix, else parquet)."
         ),
     ] = None,
     version: VersionOpt = None,
