@@ -40,6 +40,7 @@ def run_pipeline(settings: Settings, force: bool = False) -> record.RunSummary:
     run = StageRunner(settings)
     with run_lock(settings):
         last = publish.previous_version(settings)
+        publish.refuse_model_switch(settings, last.model)
         fingerprint = publish.current_fingerprint(settings)
         if last.fingerprint == fingerprint and not (force or settings.refit_topics):
             return run.up_to_date(last.version)

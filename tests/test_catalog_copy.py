@@ -22,7 +22,7 @@ import pytest
 from flows.core.errors import WarehouseBusy, WarehouseError
 from flows.core.locks import LOCK_POLL_SECONDS
 from flows.core.settings import PROJECT_ROOT, Settings
-from flows.serve.catalog_copy import CatalogCopy, reader_of
+from flows.read import CatalogCopy, reader_of
 from tests.conftest import SAMPLE_RAW
 
 # Holds the catalog for writing, as a run does, and commits a row to it; then waits for a

@@ -41,7 +41,7 @@ def test_serve_starts_a_server_runs_on_schedule_and_stops_cleanly(tmp_path):
     log = (tmp_path / "serve.log").open("w")
     serve = subprocess.Popen(
         [BIN / "paperlake", "serve", "--interval", "20", "--raw", SAMPLE_RAW,
-         "--warehouse", warehouse, "--port", str(port)],
+         "--warehouse", warehouse, "--port", str(port), "--neighbors-k", "5"],
         env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
     )  # fmt: skip
     started: dict[int, bytes] = {}
@@ -49,6 +49,8 @@ def test_serve_starts_a_server_runs_on_schedule_and_stops_cleanly(tmp_path):
         api = f"http://127.0.0.1:{port}/api"
         runs = wait_for(lambda: completed_runs(api), 300, "no completed flow run")
         started = descendants(serve.pid)
+        # serve takes run's settings, and its scheduled runs run with them.
+        assert runs[0]["parameters"]["neighbors_k"] == 5
         # The UI finds the API where the server listens, not at Prefect's default port.
         settings = httpx.get(f"http://127.0.0.1:{port}/ui-settings", timeout=5).json()
         assert settings["api_url"] == api
@@ -82,6 +84,7 @@ def test_serve_starts_a_server_runs_on_schedule_and_stops_cleanly(tmp_path):
     assert leftover == []
     with open_lake(Settings(warehouse=warehouse)) as con:  # later runs were up to date
         assert published_versions(con) == [1]
+        assert con.execute("select max(rank) from neighbors").fetchone() == (5,)
     assert (
         "stopped: the schedule and the Prefect server it started"
         in (tmp_path / "serve.log").read_text()

@@ -18,7 +18,7 @@ from typing import Annotated, Any
 
 import typer
 
-from flows.cli import doctor, explore, pages, run, versions, web
+from flows.cli import doctor, explore, export, pages, run, versions, web
 from flows.cli.output import fail, out
 from flows.cli.run import print_summary
 from flows.core import damage
@@ -84,6 +84,8 @@ for command, name in (
     (versions.checksum, None),
     (versions.tables, None),
     (versions.compact, None),
+    (export.export, None),
+    (export.duckdb_shell, "duckdb"),
     (doctor.doctor, None),
     (pages.report, None),
     (web.explore, None),

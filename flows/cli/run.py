@@ -19,13 +19,14 @@ from flows.core.stopping import stops_on_signals, stops_within
 
 
 def flow_parameters(settings: Settings) -> dict[str, Any]:
-    """The flow's parameters for `settings`: the warehouse, and every setting that differs
-    from what Settings gives unasked (the flow, in this process, takes those too)."""
+    """The flow's parameters for `settings`: the warehouse, and every setting given (an
+    option, the environment, a settings file) or differing from its default: the flow, in
+    this process, takes the others too, and tells a model given from the default one."""
     defaults = Settings()
     given = {
         name: getattr(settings, name)
         for name in Settings.model_fields
-        if getattr(settings, name) != getattr(defaults, name)
+        if name in settings.model_fields_set or getattr(settings, name) != getattr(defaults, name)
     }
     given["warehouse"] = str(settings.warehouse)
     if "raw" in given:
@@ -115,15 +116,25 @@ def stopped_before_publish(settings: Settings, failures: str) -> None:
 
 
 def handed_parameters(settings: Settings, force: bool) -> dict[str, Any]:
-    """Every setting of the run as a flow parameter, paths absolute: the serving process
-    has its own working folder and environment."""
+    """Every setting of the run as a flow parameter, paths absolute (the serving process
+    has its own working folder and environment), but the model where it was left to its
+    default: the run then stops, as here, if the warehouse's model is another."""
     given = settings.to_dict() | {"force": force}
-    given["raw"] = [str(p.resolve()) for p in settings.raw]
-    given["warehouse"] = str(settings.warehouse.resolve())
+    if not settings.model_given:
+        del given["model"]
+    return absolute_paths(given)
+
+
+def absolute_paths(parameters: dict[str, Any]) -> dict[str, Any]:
+    """Flow parameters with their paths absolute (raw, warehouse, a local data path or
+    model folder), for a run that starts in another folder."""
+    found = dict(parameters)
+    found["raw"] = [str(Path(p).resolve()) for p in found["raw"]]
+    found["warehouse"] = str(Path(found["warehouse"]).resolve())
     for key in ("data_path", "model"):
-        if given[key] and "://" not in given[key] and Path(given[key]).exists():
-            given[key] = str(Path(given[key]).resolve())
-    return given
+        if found.get(key) and "://" not in found[key] and Path(found[key]).exists():
+            found[key] = str(Path(found[key]).resolve())
+    return found
 
 
 def hand_over_run(settings: Settings, force: bool) -> bool:
@@ -257,7 +268,7 @@ def schedule_text(cron: str | None, interval: int | None) -> str:
 
 
 @stops_within("the schedule and the Prefect server it started")
-@setting_options("raw", "warehouse", "catalog", "data_path", "cluster")
+@setting_options()
 def serve(
     cron: Annotated[
         str | None, typer.Option(help="Cron schedule, e.g. '0 6 * * *' (06:00 UTC daily).")
@@ -276,7 +287,8 @@ def serve(
     Without PREFECT_API_URL this starts a Prefect server (UI at http://127.0.0.1:PORT,
     its database in the warehouse folder) and stops it on Ctrl-C or SIGTERM; with
     PREFECT_API_URL set it serves against that server and starts none. Without a schedule
-    it serves the deployment for runs started from the UI and from `paperlake run`. While
+    it serves the deployment for runs started from the UI and from `paperlake run`. Its
+    runs take every setting `run` takes, as given here. While
     it serves, `paperlake run` on the same warehouse hands its run to this process, which
     has the stages imported and the model loaded: a small run takes a second or two.
     """
@@ -310,17 +322,13 @@ def serve(
 
 
 def served_parameters(settings: Settings) -> dict[str, Any]:
-    """The flow parameters of the served deployment: raw, warehouse and the catalog and
-    cluster settings given, paths resolved (a scheduled run starts in another folder)."""
-    parameters = {
-        "raw": [str(p.resolve()) for p in settings.raw],
-        "warehouse": str(settings.warehouse.resolve()),
-    }
-    shared = {"catalog": settings.catalog, "data_path": settings.data_path,
-              "cluster": settings.cluster}  # fmt: skip
-    if settings.data_path and "://" not in settings.data_path:
-        shared["data_path"] = str(Path(settings.data_path).resolve())
-    parameters |= {key: value for key, value in shared.items() if value}
+    """The flow parameters of the served deployment: raw, warehouse and every setting given
+    (an option, the environment, a settings file), paths absolute (a scheduled run starts
+    in another folder)."""
+    given = {name: getattr(settings, name) for name in settings.model_fields_set}
+    parameters = absolute_paths(
+        given | {"raw": [str(p) for p in settings.raw], "warehouse": str(settings.warehouse)}
+    )
     missing = [p for p in parameters["raw"] if not Path(p).exists()]
     if missing:
         fail(f"raw input {', '.join(missing)} does not exist")

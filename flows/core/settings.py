@@ -2,8 +2,10 @@
 
 Each setting is declared once, in `Settings`: its type, default and help. A run takes each
 from the first of: the argument given (a CLI option, a flow parameter), the environment
-(PAPERLAKE_<NAME>, such as PAPERLAKE_WAREHOUSE), paperlake.toml in the working folder (its
-top-level keys, named as the settings), the default.
+(PAPERLAKE_<NAME>, such as PAPERLAKE_WAREHOUSE), paperlake.toml in the working folder, the
+warehouse's own paperlake.toml (WAREHOUSE/paperlake.toml: the project file that `run`,
+`serve` and `search` read wherever they start), the default. A settings file's top-level
+keys are named as the settings.
 """
 
 from __future__ import annotations
@@ -120,18 +122,37 @@ class SettingsError(ValueError):
 class SettingsFile(TomlConfigSettingsSource):
     """The settings paperlake.toml in the working folder gives: its top-level keys."""
 
-    def __init__(self, settings_cls: type[BaseSettings]) -> None:
+    def __init__(self, settings_cls: type[BaseSettings], path: Path = Path(SETTINGS_FILE)) -> None:
+        self.path = path
         try:
-            super().__init__(settings_cls, toml_file=Path(SETTINGS_FILE))
+            super().__init__(settings_cls, toml_file=path)
         except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
-            raise SettingsError(f"{SETTINGS_FILE}: not valid TOML: {exc}") from None
+            raise SettingsError(f"{path}: not valid TOML: {exc}") from None
 
     def __call__(self) -> dict[str, Any]:
         values = super().__call__()
         values.pop("files", None)  # ingest's per-file tables
         unknown = sorted(set(values) - set(self.settings_cls.model_fields))
         if unknown:
-            raise SettingsError(f"{SETTINGS_FILE}: {', '.join(unknown)}: not a setting")
+            raise SettingsError(f"{self.path}: {', '.join(unknown)}: not a setting")
+        return values
+
+
+class WarehouseSettingsFile(PydanticBaseSettingsSource):
+    """The settings the warehouse's own paperlake.toml gives (WAREHOUSE/paperlake.toml), the
+    warehouse being the one the sources before it name, else the default."""
+
+    def get_field_value(self, field: Any, field_name: str) -> tuple[Any, str, bool]:
+        return None, field_name, False  # everything is read in __call__
+
+    def __call__(self) -> dict[str, Any]:
+        default = self.settings_cls.model_fields["warehouse"].default
+        path = Path(self.current_state.get("warehouse") or default) / SETTINGS_FILE
+        if not path.is_file():
+            return {}
+        values = SettingsFile(self.settings_cls, path)()
+        if "warehouse" in values:
+            raise SettingsError(f"{path}: warehouse: a warehouse's own file cannot move it")
         return values
 
 
@@ -167,7 +188,8 @@ class Settings(BaseSettings):
     )
     model: str = Field(
         PACKAGED_MODEL,
-        description="The packaged all-MiniLM-L6-v2 or a local sentence-transformers folder.",
+        description="The packaged all-MiniLM-L6-v2 or a local sentence-transformers folder "
+        "(a search embeds its query with the model its version recorded, unless given).",
     )
     batch_size: int = Field(BATCH_SIZE, description="Embedding batch size.")
     precision: Precision = Field(
@@ -235,8 +257,14 @@ class Settings(BaseSettings):
         dotenv_settings: PydanticBaseSettingsSource,
         file_secret_settings: PydanticBaseSettingsSource,
     ) -> tuple[PydanticBaseSettingsSource, ...]:
-        """Arguments, then the environment, then paperlake.toml (no .env or secrets files)."""
-        return init_settings, env_settings, SettingsFile(settings_cls)
+        """Arguments, then the environment, then paperlake.toml in the working folder, then
+        the warehouse's own (no .env or secrets files)."""
+        return (
+            init_settings,
+            env_settings,
+            SettingsFile(settings_cls),
+            WarehouseSettingsFile(settings_cls),
+        )
 
     @classmethod
     def refusal(cls, error: ErrorDetails) -> str:
@@ -257,6 +285,22 @@ class Settings(BaseSettings):
     @classmethod
     def _names_a_cluster(cls, spec: str | None) -> str | None:
         return spec and check_spec(spec)
+
+    @field_validator("model")
+    @classmethod
+    def _names_a_model_once(cls, model: str) -> str:
+        # One spelling per model, as the version records it and a search looks it up: the
+        # packaged one by its short name, a local folder by its absolute path.
+        if model == f"sentence-transformers/{PACKAGED_MODEL}":
+            return PACKAGED_MODEL
+        folder = Path(model).expanduser()
+        return str(folder.resolve()) if model != PACKAGED_MODEL and folder.is_dir() else model
+
+    @property
+    def model_given(self) -> bool:
+        """Whether the model was chosen (an argument, the environment or a settings file),
+        not left to the default."""
+        return "model" in self.model_fields_set
 
     @field_validator("duplicate_threshold")
     @classmethod

@@ -29,7 +29,7 @@ from flows.publish.doctor import (
     repair_caches,
     salvage_tables,
 )
-from flows.publish.fingerprint import current_fingerprint, up_to_date
+from flows.publish.fingerprint import current_fingerprint, refuse_model_switch, up_to_date
 from flows.publish.history import (
     CONTENT_TABLES,
     VersionDiff,
@@ -84,6 +84,7 @@ __all__ = [
     "previous_version",
     "publish",
     "publish_tables",
+    "refuse_model_switch",
     "remember_published",
     "repair_caches",
     "row_hashes",

@@ -6,7 +6,8 @@ from __future__ import annotations
 import hashlib
 import json
 
-from flows.core.settings import Settings, package_version
+from flows.core.errors import WarehouseError
+from flows.core.settings import SETTINGS_FILE, Settings, package_version
 from flows.publish.previous import latest_published
 
 
@@ -40,8 +41,31 @@ def current_fingerprint(settings: Settings) -> str:
 
 
 def up_to_date(settings: Settings) -> int | None:
-    """The latest version if it was built from exactly the current inputs and config."""
+    """The latest version if it was built from exactly the current inputs and config.
+
+    Raises:
+        WarehouseError: the model was left to its default, and the latest version was
+            embedded with another (`refuse_model_switch`).
+    """
     latest = latest_published(settings)
     if latest is None:
         return None
+    refuse_model_switch(settings, latest[2])
     return latest[0] if latest[1] == current_fingerprint(settings) else None
+
+
+def refuse_model_switch(settings: Settings, last_model: str | None) -> None:
+    """Stop a run whose model was left to its default when the latest version was embedded
+    with another: switching embeds every paper again, so it is asked for by name.
+
+    Raises:
+        WarehouseError: in one line, naming the warehouse's model and how to keep or switch.
+    """
+    if settings.model_given or last_model is None or last_model == settings.model:
+        return
+    raise WarehouseError(
+        f"{settings.warehouse} was embedded with the model {last_model}, and this run's "
+        f"is the default {settings.model}: pass --model {last_model} to keep it (or set "
+        f"model in {settings.warehouse / SETTINGS_FILE}), or --model {settings.model} to "
+        "switch (every paper is embedded again)"
+    )

@@ -3,10 +3,12 @@ and kept in this process while the catalog is as its last commit left it."""
 
 from __future__ import annotations
 
+import json
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import duckdb
 import numpy as np
 import polars as pl
 
@@ -20,9 +22,10 @@ SHOWN_SCHEMA = {"paper_id": pl.String, "source_path": pl.String, "record_no": pl
 
 @dataclass
 class Previous:
-    """What a run carries over from the latest version: its number and fingerprint, its
-    topics (id -> centroid), the papers they held and each one's topic, each paper's
-    place on the map, and the record each paper was shown from.
+    """What a run carries over from the latest version: its number, fingerprint and model
+    (the `model` setting it ran with), its topics (id -> centroid), the papers they held
+    and each one's topic, each paper's place on the map, and the record each paper was
+    shown from.
 
     Per-paper state is held in frames, not Python collections: Prefect walks a task's
     parameters item by item, slowly for sets and dicts of many papers.
@@ -30,6 +33,7 @@ class Previous:
 
     version: int | None = None
     fingerprint: str | None = None
+    model: str | None = None
     centroids: dict[int, np.ndarray] = field(default_factory=dict)
     assignments: pl.DataFrame = field(  # each paper's topic (paper_id, topic_id)
         default_factory=lambda: pl.DataFrame(schema={"paper_id": pl.String, "topic_id": pl.Int32})
@@ -85,6 +89,7 @@ def remember_published(
     state = Previous(
         version=version,
         fingerprint=fingerprint,
+        model=config_model(tables["runs"]["config"][0]),
         centroids={
             t: np.asarray(c, dtype=np.float32)
             for t, c in zip(topics["topic_id"].to_list(), topics["centroid"].to_list(), strict=True)
@@ -121,9 +126,7 @@ def read_previous(settings: Settings) -> Previous:
         names = lake_tables(con)
         found = Previous()
         if "runs" in names:
-            found.version, found.fingerprint = con.execute(
-                "select snapshot_id, fingerprint from runs order by snapshot_id desc limit 1"
-            ).fetchone() or (None, None)
+            found.version, found.fingerprint, found.model = last_run(con) or (None, None, None)
         described = con.execute("describe topics").fetchall() if "topics" in names else []
         if "centroid" in {r[0] for r in described}:
             rows = con.execute("select topic_id, centroid from topics where centroid is not null")
@@ -139,18 +142,27 @@ def read_previous(settings: Settings) -> Previous:
         con.close()
 
 
-def latest_published(settings: Settings) -> tuple[int, str] | None:
-    """The latest version and the fingerprint of the run that published it, if any."""
+def config_model(config: str | None) -> str | None:
+    """The `model` setting in a runs row's config (JSON)."""
+    return json.loads(config).get("model") if config else None
+
+
+def last_run(con: duckdb.DuckDBPyConnection) -> tuple[int, str, str | None] | None:
+    """The latest version, and the fingerprint and model of the run that published it."""
+    row = con.execute(
+        "select snapshot_id, fingerprint, config from runs order by snapshot_id desc limit 1"
+    ).fetchone()
+    return row and (row[0], row[1], config_model(row[2]))
+
+
+def latest_published(settings: Settings) -> tuple[int, str, str | None] | None:
+    """The latest version, and the fingerprint and model of the run that published it."""
     if not catalog_exists(settings):
         data_path.refuse_foreign_files(settings, catalog_name(settings))
         return None
     con = connect(extensions=())
     try:
         attach(con, settings, read_only=True)
-        if not table_exists(con, "runs"):
-            return None
-        return con.execute(
-            "select snapshot_id, fingerprint from runs order by snapshot_id desc limit 1"
-        ).fetchone()
+        return last_run(con) if table_exists(con, "runs") else None
     finally:
         con.close()

@@ -12,12 +12,14 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import json
+from pathlib import Path
 
 import duckdb
 import numpy as np
 import polars as pl
 
-from flows.core.lake import connect, read_sql
+from flows.core.lake import LAKE, connect, read_sql
 from flows.core.settings import PACKAGED_MODEL, Settings
 from flows.read.hits import HITS_SCHEMA, MIN_COSINE, MIN_COSINE_WORDS, hits, ranked_hits
 from flows.read.ranking import (
@@ -44,14 +46,30 @@ def version_model(con: duckdb.DuckDBPyConnection) -> str:
     return row[0]
 
 
-def query_model(model_id: str, settings: Settings) -> str:
-    """The local model that embeds queries for vectors made by `model_id`."""
+def recorded_model(con: duckdb.DuckDBPyConnection) -> str | None:
+    """The `model` setting the attached version was built with, from its commit's manifest:
+    the packaged model's name or the absolute path of a local folder (a relative one in
+    versions published before settings resolved it)."""
+    row = con.execute(
+        f"select commit_extra_info from {LAKE}.snapshots() where snapshot_id = ?",
+        [current_version(con)],
+    ).fetchone()
+    return json.loads(row[0]).get("config", {}).get("model") if row and row[0] else None
+
+
+def query_model(model_id: str, settings: Settings, recorded: str | None = None) -> str:
+    """The local model that embeds queries for vectors made by `model_id`: the packaged one;
+    else a folder given (an option, the environment, a settings file); else the folder the
+    version was embedded with (`recorded`), where it still is."""
     if model_id.endswith(f"/{PACKAGED_MODEL}"):
         return PACKAGED_MODEL
-    if settings.model != PACKAGED_MODEL:
+    if settings.model_given and settings.model != PACKAGED_MODEL:
         return settings.model
+    if recorded and Path(recorded).expanduser().is_dir():
+        return recorded
+    where = f" from {recorded}, which is not here" if recorded else ""
     raise ValueError(
-        f"this version was embedded with {model_id}; pass --model with its local folder"
+        f"this version was embedded with {model_id}{where}; pass --model with its local folder"
     )
 
 
@@ -90,7 +108,8 @@ class Corpus:
                 self.facets = self.all_cards.select(
                     "paper_id", "venue", "year", "topic_id", "topic"
                 )
-                _ = self.model, self.vectors  # read now: `con` may be gone when they are used
+                # Read now: `con` may be gone when they are used.
+                _ = self.model, self.recorded_model, self.vectors
                 self.con = None
         except BaseException:
             self.close()
@@ -117,6 +136,11 @@ class Corpus:
             return version_model(self.lake())
         except ValueError:
             return None
+
+    @functools.cached_property
+    def recorded_model(self) -> str | None:
+        """The `model` setting the version was built with (`recorded_model`)."""
+        return recorded_model(self.lake())
 
     @functools.cached_property
     def vectors(self) -> tuple[list[str], np.ndarray, np.ndarray]:
@@ -147,7 +171,8 @@ class Corpus:
 
         if self.model is None:
             raise ValueError("this version has no embeddings")
-        return encode_queries([text], query_model(self.model, self.settings))[0]
+        model = query_model(self.model, self.settings, self.recorded_model)
+        return encode_queries([text], model)[0]
 
     def search(
         self,

@@ -31,8 +31,7 @@ from flows.core.lake import (
     read_sql,
 )
 from flows.core.settings import Settings
-from flows.read import MODES, Corpus, no_good_match, similar_papers
-from flows.serve.catalog_copy import reader_of
+from flows.read import MODES, Corpus, no_good_match, reader_of, similar_papers
 
 MAX_HITS = 100
 OPEN_VERSIONS = 4  # versions kept attached at once; the one looked at longest ago closes

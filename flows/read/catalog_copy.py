@@ -1,4 +1,4 @@
-"""A long-lived reader's own copy of a DuckDB-file catalog (`paperlake explore`).
+"""A long-lived reader's own copy of a DuckDB-file catalog (`paperlake explore`, `paperlake.open`).
 
 DuckDB lets a process write a database file only while no other process has it open, so
 a reader that kept WAREHOUSE/catalog.ducklake attached made every run wait at publish,
