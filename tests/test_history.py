@@ -95,7 +95,9 @@ def test_unchanged_new_and_edited_inputs(prefect_server, raw_copy, tmp_path):
     assert (second.version, second.embedded, second.embeddings_reused) == (2, 5, 38)
     assert second.files_parsed == 1
     change = history.diff_versions(settings, 1, 2)
-    assert change.counts() == {"added": 5, "removed": 0, "changed": 0}
+    assert change.counts() == {
+        "added": 5, "removed": 0, "changed": 0, "metadata_changed": 0, "sources_changed": 0,
+    }  # fmt: skip
     venue = change.groups.filter(change.groups["dimension"] == "venue").row(0, named=True)
     assert (venue["papers_a"], venue["papers_b"], venue["delta"]) == (38, 43, 5)
     shown = CliRunner().invoke(app, ["diff", "1", "2", "-w", str(warehouse)])
@@ -112,7 +114,9 @@ def test_unchanged_new_and_edited_inputs(prefect_server, raw_copy, tmp_path):
     third = paperlake(raw=[str(raw_copy)], warehouse=str(warehouse))
     assert (third.version, third.embedded) == (3, 1)
     change = history.diff_versions(settings, 2, 3)
-    assert change.counts() == {"added": 0, "removed": 0, "changed": 1}
+    assert change.counts() == {
+        "added": 0, "removed": 0, "changed": 1, "metadata_changed": 0, "sources_changed": 0,
+    }  # fmt: skip
     sql = "select abstract from papers where abstract like '%closed-book%'"
     for version, words in ((2, "twelve"), (3, "fifteen")):
         with open_lake(settings, version) as con:
@@ -128,7 +132,10 @@ def test_unchanged_new_and_edited_inputs(prefect_server, raw_copy, tmp_path):
     fourth = paperlake(raw=[str(raw_copy)], warehouse=str(warehouse))
     assert fourth.version == 4 and fourth.papers == 24
     change = history.diff_versions(settings, 3, 4)
-    assert change.counts() == {"added": 0, "removed": 19, "changed": 0}
+    # A removed paper is counted once, as removed: not again as a lost source.
+    assert change.counts() == {
+        "added": 0, "removed": 19, "changed": 0, "metadata_changed": 0, "sources_changed": 0,
+    }  # fmt: skip
     with open_lake(settings, 3) as con:
         assert con.execute("select count(*) from papers").fetchone() == (43,)
         # A removed paper is named as the older version had it.
@@ -159,10 +166,8 @@ def test_unchanged_new_and_edited_inputs(prefect_server, raw_copy, tmp_path):
     compacted = cache.read_record(settings.cache_path / "published" / "compacted.json")
     assert compacted["version"] == fifth.version
     assert history.diff_versions(settings, 4, fifth.version).counts() == {
-        "added": 1,
-        "removed": 0,
-        "changed": 0,
-    }
+        "added": 1, "removed": 0, "changed": 0, "metadata_changed": 0, "sources_changed": 0,
+    }  # fmt: skip
     with open_lake(settings) as con:
         assert published_versions(con) == [1, 2, 3, 4, fifth.version]
 
