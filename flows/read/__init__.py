@@ -12,6 +12,7 @@ Modules:
 """
 
 from flows.read.hits import MIN_COSINE, no_good_match
+from flows.read.paper_map import short_label
 from flows.read.query import run_query
 from flows.read.ranking import dense_ranking, fuse, keyword_ranking
 from flows.read.report import write_report
@@ -38,6 +39,7 @@ __all__ = [
     "no_good_match",
     "run_query",
     "search_papers",
+    "short_label",
     "similar_papers",
     "write_report",
 ]
