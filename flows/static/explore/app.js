@@ -102,7 +102,7 @@ function allVenues(venues) {
 
 async function listPage(params) {
   const filters = Object.fromEntries(["venue", "year", "topic"].map((k) => [k, params.get(k)]));
-  fill($("#content"), el("p", { class: "summary" }, params.get("q") ? "Searching…" : "Loading…"));
+  if (params.get("q") && !params.get("page")) fill($("#content"), el("p", { class: "summary" }, "Searching…"));
   const { data, view } = await listed("/", params, filters, ["year", "title", "centre"]);
   const chosen = Object.entries(data.filters).filter(([, v]) => v !== null).map(([key, value]) => {
     const named = key === "topic" ? `topic “${state.topics.get(Number(value))?.name ?? value}”` : `${key} ${value}`;
