@@ -56,6 +56,12 @@ def create_app(explorer: Explorer) -> FastAPI:
     app.get("/topic/{topic_id}", response_class=HTMLResponse, include_in_schema=False)(page)
     app.get("/author/{key:path}", response_class=HTMLResponse, include_in_schema=False)(page)
     app.get("/venue/{name:path}", response_class=HTMLResponse, include_in_schema=False)(page)
+    add_api(app, explorer)
+    return app
+
+
+def add_api(app: FastAPI, explorer: Explorer) -> None:
+    """The JSON API under /api/: each endpoint answers with what `explorer` says."""
 
     @app.get("/api/versions")
     def versions() -> dict:
@@ -121,8 +127,6 @@ def create_app(explorer: Explorer) -> FastAPI:
     @app.get("/api/{rest:path}", include_in_schema=False)
     def unknown(rest: str) -> dict:
         raise ExplorerError(404, f"no API endpoint /api/{rest}")
-
-    return app
 
 
 def listen(host: str, port: int) -> socket.socket:
