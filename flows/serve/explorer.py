@@ -5,9 +5,10 @@ the query encoder stay open and warm, and what search reads of each version look
 held in memory (a search then reads no DuckLake table). With the
 DuckDB-file catalog the connections read a copy of it (flows/serve/catalog_copy.py), so that
 runs publish while the explorer serves, and the next request reads what they published.
-The page (templates/explore/, static/explore/) is one HTML shell whose script draws
-search, paper pages and the map from the JSON API under /api/ (flows/serve/explorer_app.py);
-every asset is served from here, so it works offline.
+The page (templates/explore/, static/explore/) is one HTML shell whose scripts draw
+search, lists, the pages of papers, topics, authors and venues, and the map from the JSON
+API under /api/ (flows/serve/explorer_app.py, explorer_pages.py, explorer_map.py); every
+asset is served from here, so it works offline.
 """
 
 from __future__ import annotations
