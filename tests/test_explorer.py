@@ -13,14 +13,17 @@ import subprocess
 import sys
 from pathlib import Path
 
+import polars as pl
 import pytest
 from fastapi.testclient import TestClient
 
 from flows.core.lake import WarehouseError, open_lake
+from flows.core.palette import category_colour, sequential_colours, topic_colour
 from flows.core.settings import PROJECT_ROOT, Settings
 from flows.read import search_papers
-from flows.serve.explorer import Explorer
+from flows.serve.explorer import MAX_HITS, Explorer
 from flows.serve.explorer_app import create_app
+from flows.serve.explorer_map import topic_names
 from tests.conftest import SAMPLE_RAW
 
 # The sample's paper whose abstract starts so, and a reworded copy of it with a title,
@@ -36,7 +39,7 @@ TWIN = {
 OTHER = {
     "id": "2501.04321",
     "title": "Ocean Tides of Jupiter's Moons",
-    "authors": ["Grace Hopper"],
+    "authors": ["Grace Hopper", "Jose  GARCIA"],
     "venue": "ICLR",
     "year": 2026,
     "abstract": (
@@ -46,12 +49,27 @@ OTHER = {
         "spacecraft would measure near each moon over one orbit."
     ),
 }
+# Another venue and year, by the same two authors (one of them written another way).
+THIRD = {
+    "id": "2312.07777",
+    "title": "Crop Yield Forecasts from Satellite Images",
+    "authors": ["José García", "Grace Hopper"],
+    "venue": "TMLR",
+    "year": 2024,
+    "abstract": (
+        "We forecast wheat and maize yields per field from a season of satellite images, "
+        "rainfall and soil records. A model trained on ten growing seasons predicts the "
+        "harvest two months ahead, and its errors are largest in years of late frost and "
+        "drought, which we trace to sparse cloud-free images in spring."
+    ),
+}
 
 
 @pytest.fixture(scope="module")
 def lake(prefect_server, tmp_path_factory):
-    """Version 1: data/raw (38 papers). Version 2: plus a titled near-duplicate of one
-    sample paper and one paper on another subject (40 papers)."""
+    """Version 1: data/raw (38 papers, ICLR 2026, untitled, no authors). Version 2: plus a
+    titled near-duplicate of one sample paper and two papers on other subjects, one of
+    them of TMLR 2024 (41 papers)."""
     from flows.pipeline import paperlake
 
     root = tmp_path_factory.mktemp("explore")
@@ -61,7 +79,8 @@ def lake(prefect_server, tmp_path_factory):
     neon = next(p for p in (SAMPLE_RAW).iterdir() if NEON_START in p.read_text())
     abstract = next(b for b in neon.read_text().split("\n\n") if b.startswith(NEON_START))
     twin = TWIN | {"abstract": abstract.replace("Unfortunately, however,", "However,")}
-    (raw / "extra.jsonl").write_text(json.dumps(twin) + "\n" + json.dumps(OTHER) + "\n")
+    extra = "".join(json.dumps(paper) + "\n" for paper in (twin, OTHER, THIRD))
+    (raw / "extra.jsonl").write_text(extra)
     paperlake(raw=[str(raw)], warehouse=str(warehouse))
     settings = Settings(warehouse=warehouse, raw=(raw,))
     with open_lake(settings) as con:
@@ -86,7 +105,7 @@ def client(lake):
 def test_versions_are_the_published_ones_newest_first(client):
     body = client.get("/api/versions").json()
     assert body["default"] == 2
-    assert [(v["version"], v["papers"]) for v in body["versions"]] == [(2, 40), (1, 38)]
+    assert [(v["version"], v["papers"]) for v in body["versions"]] == [(2, 41), (1, 38)]
 
 
 def test_search_hit_carries_title_authors_link_topic_and_score(client, lake):
@@ -123,8 +142,8 @@ SAME = ("paper_id", "score", "bm25", "all_words", "good_match", "no_good_match",
 
 def test_warm_search_answers_as_search_does_and_needs_no_catalog(lake):
     """The explorer's held copy of a version (flows/read/search.py's Corpus) gives the hits
-    that flows.read.search_papers gives on the catalog, and keeps answering once the catalog
-    is let go."""
+    that flows.read.search_papers gives on the catalog (the explorer ranks MAX_HITS and
+    pages through them), and keeps answering once the catalog is let go."""
     settings, ids = lake
     explorer = Explorer(settings)
     try:
@@ -142,13 +161,17 @@ def test_warm_search_answers_as_search_does_and_needs_no_catalog(lake):
                     ("language models", {"k": 50, "topic": topic}),
                 ]
                 expected = {
-                    (text, str(options)): search_papers(con, text, settings, **options)
+                    (text, str(options)): search_papers(
+                        con, text, settings, **(options | {"k": MAX_HITS})
+                    ).head(options.get("k", 10))
                     for text, options in cases
                 }
             explorer.hold(version)
             explorer.release()  # what is held needs no connection to the catalog
             for text, options in cases:
-                body = explorer.search(text, version, **options)
+                filters = {key: options.get(key) for key in ("venue", "year", "topic")}
+                k, mode = options.get("k", 10), options.get("mode", "hybrid")
+                body = explorer.search(text, version, k, mode, filters)
                 got = [tuple(hit[c] for c in SAME) for hit in body["hits"]]
                 want = expected[text, str(options)].select(SAME).rows()
                 assert got == want, (version, text, options)
@@ -198,17 +221,17 @@ def test_similar_searches_by_the_papers_own_vector(client, lake):
 def test_map_has_one_point_per_paper_and_old_papers_keep_their_places(client, lake):
     v2 = client.get("/api/map").json()
     v1 = client.get("/api/map", params={"version": 1}).json()
-    assert (len(v2["points"]["paper_id"]), len(v1["points"]["paper_id"])) == (40, 38)
+    assert (len(v2["points"]["paper_id"]), len(v1["points"]["paper_id"])) == (41, 38)
     place = {2: {}, 1: {}}
     for version, body in ((2, v2), (1, v1)):
         points = body["points"]
         assert all(-1 <= c <= 1 for c in points["x"] + points["y"])
         xy = zip(points["x"], points["y"], strict=True)
         place[version] = dict(zip(points["paper_id"], xy, strict=True))
-    assert {pid: place[2][pid] for pid in place[1]} == place[1]  # 2 new of 40: kept
+    assert {pid: place[2][pid] for pid in place[1]} == place[1]  # 3 new of 41: kept
     labels = {t["topic_id"]: t["label"] for t in v2["topics"]}
     assert set(v2["points"]["topic_id"]) == set(labels)
-    assert sum(t["papers"] for t in v2["topics"]) == 40
+    assert sum(t["papers"] for t in v2["topics"]) == 41
 
 
 def test_unknown_paper_is_a_404_naming_it(client):
@@ -245,16 +268,167 @@ def test_bad_requests_say_why(client, lake):
         Explorer(lake[0], version=9)
 
 
+def listing(client, **params) -> list[dict]:
+    """Every page of /api/papers with these parameters, 20 papers a page, in order."""
+    hits, offset = [], 0
+    while True:
+        body = client.get("/api/papers", params=params | {"offset": offset}).json()
+        hits += body["hits"]
+        offset += 20
+        if offset >= body["total"]:
+            return hits
+
+
+def test_papers_without_a_query_come_a_page_at_a_time_in_the_order_asked(client, lake):
+    _, ids = lake
+    first = client.get("/api/papers").json()
+    assert (first["total"], first["sort"], first["offset"], len(first["hits"])) == (
+        41,
+        "year",
+        0,
+        20,
+    )
+    second = client.get("/api/papers", params={"offset": 20}).json()
+    assert second["offset"] == 20 and len(second["hits"]) == 20
+    every = listing(client)
+    assert [h["paper_id"] for h in every[:40]] == [
+        h["paper_id"] for h in first["hits"] + second["hits"]
+    ]  # the next 20, then the rest
+    assert len({h["paper_id"] for h in every}) == 41
+    assert [h["year"] for h in every] == [2026] * 40 + [2024]  # newest first
+    last = client.get("/api/papers", params={"offset": 40}).json()
+    assert last["year_papers"] == {"2024": 1} and first["year_papers"] == {"2026": 40}
+    titled = [h["title"] for h in listing(client, sort="title")[:3]]
+    assert titled == [THIRD["title"], TWIN["title"], OTHER["title"]]
+    iclr = listing(client, venue="iclr")  # case ignored, as search's filter
+    assert len(iclr) == 40 and {h["venue"] for h in iclr} == {"ICLR"}
+    [tmlr] = listing(client, venue="TMLR", year=2024)
+    assert tmlr["paper_id"] == ids["2312.07777"] and tmlr["author_keys"] == [
+        "jose garcia", "grace hopper",
+    ]  # fmt: skip
+    assert client.get("/api/papers", params={"venue": "TMLR", "year": 2026}).json()["total"] == 0
+
+
+def test_a_topics_papers_list_closest_to_its_centre_first(client, lake):
+    settings, ids = lake
+    topic = client.get(f"/api/paper/{ids['neon']}").json()["topic_id"]
+    body = client.get("/api/papers", params={"topic": topic, "k": 100}).json()
+    with open_lake(settings) as con:
+        stored = con.execute(
+            "select paper_id, round(1 - distance, 4) from paper_topics where topic_id = ? "
+            "order by distance, paper_id",
+            [topic],
+        ).fetchall()
+    assert body["sort"] == "centre"
+    assert [(h["paper_id"], h["score"]) for h in body["hits"]] == stored
+    bad = client.get("/api/papers", params={"sort": "size"})
+    assert (bad.status_code, bad.json()) == (
+        400, {"error": "sort must be one of year, title, centre, not 'size'"},
+    )  # fmt: skip
+    negative = client.get("/api/papers", params={"offset": -1})
+    assert negative.json() == {"error": "offset must be 0 or more, not -1"}
+
+
+def test_search_pages_through_its_best_matches(client):
+    params = {"q": "learning", "k": 20}
+    one, two = (client.get("/api/search", params=params | {"offset": o}).json() for o in (0, 20))
+    both = client.get("/api/search", params=params | {"k": 40}).json()
+    assert [h["paper_id"] for h in one["hits"] + two["hits"]] == [
+        h["paper_id"] for h in both["hits"]
+    ]
+    assert one["total"] == 41 and [h["rank"] for h in two["hits"]] == list(range(21, 41))
+    newest = client.get("/api/search", params=params | {"k": 41, "sort": "year"}).json()
+    assert [h["year"] for h in newest["hits"]] == [2026] * 40 + [2024]
+    assert client.get("/api/search", params=params | {"sort": "centre"}).status_code == 400
+
+
+def test_author_page_lists_the_authors_papers_and_co_authors(client, lake):
+    _, ids = lake
+    grace = client.get("/api/author/grace hopper").json()
+    assert {k: grace[k] for k in ("name", "spellings", "papers", "venues", "years")} == {
+        "name": "Grace Hopper", "spellings": ["Grace Hopper"], "papers": 2,
+        "venues": ["ICLR", "TMLR"], "years": [2024, 2026],
+    }  # fmt: skip
+    assert grace["co_authors"] == [
+        {"author_key": "jose garcia", "name": "Jose GARCIA", "papers": 2}
+    ]
+    papers = listing(client, author="jose garcia")
+    assert [(h["paper_id"], h["year"]) for h in papers] == [
+        (ids["2501.04321"], 2026), (ids["2312.07777"], 2024),
+    ]  # fmt: skip
+    assert papers[0]["authors"] == ["Grace Hopper", "Jose  GARCIA"]
+    assert papers[0]["author_keys"] == ["grace hopper", "jose garcia"]
+    paper = client.get(f"/api/paper/{ids['2501.01234']}").json()
+    assert paper["author_keys"] == ["ada lovelace", "alan turing"]
+    missing = client.get("/api/author/nobody")
+    assert (missing.status_code, missing.json()) == (
+        404,
+        {"error": "no author 'nobody' in version 2"},
+    )
+
+
+def test_venue_page_counts_are_venue_stats(client, lake):
+    settings, _ = lake
+    with open_lake(settings) as con:
+        stats = con.execute(
+            "select venue, year, papers, papers_with_code, topics from venue_stats"
+        ).fetchall()
+    for venue in ("ICLR", "TMLR"):
+        body = client.get(f"/api/venue/{venue}").json()
+        rows = [
+            (venue, y["year"], y["papers"], y["papers_with_code"], y["topics"])
+            for y in body["years"]
+        ]
+        assert sorted(rows) == sorted(r for r in stats if r[0] == venue)
+        assert body["papers"] == sum(r[2] for r in rows) == sum(t["papers"] for t in body["topics"])
+    assert client.get("/api/venue/TMLR").json()["years"][0]["year"] == 2024
+    assert client.get("/api/venue/NeurIPS").status_code == 404
+
+
+def test_map_colours_topics_venues_and_years_from_the_palette(client):
+    body = client.get("/api/map").json()
+    assert [(v["value"], v["papers"], v["colour"]) for v in body["venues"]] == [
+        ("ICLR", 40, category_colour(0)), ("TMLR", 1, category_colour(1)),
+    ]  # fmt: skip
+    assert [(y["value"], y["papers"]) for y in body["years"]] == [(2024, 1), (2026, 40)]
+    assert [y["colour"] for y in body["years"]] == sequential_colours(2)
+    for topic in body["topics"]:
+        assert topic["colour"] == topic_colour(topic["topic_id"])
+    assert len({t["name"] for t in body["topics"]}) == len(body["topics"])
+    venues = dict(zip(body["points"]["paper_id"], body["points"]["venue"], strict=True))
+    assert sorted(venues.values()) == [0] * 40 + [1]
+
+
+def test_topics_that_would_read_alike_are_told_apart_by_a_term_of_their_own():
+    topics = pl.DataFrame(
+        {
+            "topic_id": [0, 1, 2],
+            "label": ["breast cancer, imputation, women", "breast cancer, imputation, missing",
+                      "graphs, molecules"],
+            "top_terms": [["breast", "women"], ["cancer", "simulation"], ["graphs"]],
+        }
+    )  # fmt: skip
+    assert topic_names(topics) == {
+        0: {"name": "breast cancer, women", "short": None},
+        1: {"name": "breast cancer, missing", "short": None},
+        2: {"name": "graphs, molecules", "short": "graphs"},
+    }
+
+
 def test_pages_and_assets_are_served_from_here(client):
     page = client.get("/paper/anything")
     assert page.status_code == 200 and 'data-default-version="2"' in page.text
     assets = re.findall(r'(?:src|href)="([^"]+)"', page.text)
     assert sorted(assets) == ["/", "/static/explore/app.css", "/static/explore/app.js", "data:,"]
-    for asset in ("/static/explore/app.css", "/static/explore/app.js"):
-        assert client.get(asset).status_code == 200
-    script = client.get("/static/explore/app.js").text
-    assert "http://" not in script.replace("http://www.w3.org/2000/svg", "")
-    assert "https://" not in script
+    assert client.get("/static/explore/app.css").status_code == 200
+    modules = ["app.js"]  # the page's script and the modules it imports, all from here
+    for name in modules:
+        script = client.get(f"/static/explore/{name}")
+        assert script.status_code == 200
+        assert "http://" not in script.text.replace("http://www.w3.org/2000/svg", "")
+        assert "https://" not in script.text
+        modules += [m for m in re.findall(r'from "\./([\w.]+)"', script.text) if m not in modules]
+    assert sorted(modules) == ["app.js", "cards.js", "common.js", "map.js"]
 
 
 @pytest.fixture(scope="module")
@@ -278,9 +452,9 @@ def server(lake):
         process.wait()
 
 
-def test_explorer_in_chromium_searches_opens_a_paper_and_maps_every_paper(chromium, server, lake):
-    base, _ = server
-    _, ids = lake
+def opened(chromium, base: str, path: str = ""):
+    """The explorer's page at `path` (loaded, its map drawn), which may fetch nothing but
+    from `base`, with the requests it tried elsewhere and its errors."""
     page = chromium.new_page(viewport={"width": 1400, "height": 900})
     outside: list[str] = []
     errors: list[str] = []
@@ -295,9 +469,16 @@ def test_explorer_in_chromium_searches_opens_a_paper_and_maps_every_paper(chromi
             route.abort()
 
     page.route("**/*", only_the_server)
-    page.goto(base)
+    page.goto(base + path)
     page.wait_for_selector("#map circle", state="attached")
-    assert page.locator("#map circle").count() == 40
+    return page, outside, errors
+
+
+def test_explorer_in_chromium_searches_opens_a_paper_and_maps_every_paper(chromium, server, lake):
+    base, _ = server
+    _, ids = lake
+    page, outside, errors = opened(chromium, base)
+    assert page.locator("#map circle").count() == 41
     assert page.locator("#map text").count() == page.locator(".stats b").nth(1).evaluate(
         "b => Number(b.textContent)"
     )  # a label per topic
@@ -323,7 +504,7 @@ def test_explorer_in_chromium_searches_opens_a_paper_and_maps_every_paper(chromi
     assert page.locator("#nearest li.hit").count() == 10
     assert page.locator("#duplicates li.hit").get_attribute("data-paper") == ids["neon"]
     assert "extra.jsonl" in page.inner_text("#sources")
-    assert page.locator("#map circle").count() == 40
+    assert page.locator("#map circle").count() == 41
     assert page.locator("#map circle.focus").get_attribute("data-paper") == ids["2501.01234"]
 
     page.go_back()  # the search again, from the address
@@ -343,6 +524,148 @@ def test_explorer_in_chromium_searches_opens_a_paper_and_maps_every_paper(chromi
     page.wait_for_selector("#error:not([hidden])")
     assert page.inner_text("#error") == "no paper deadbeef00000000 in version 2"
     errors = [e for e in errors if "404" not in e]  # the page's own 404 above
+    page.close()
+    assert outside == [] and errors == []
+
+
+def shown_text(page, selector: str) -> str:
+    return page.locator(selector).inner_text()
+
+
+def test_browsing_by_venue_to_an_author_and_a_venue_in_chromium(chromium, server, lake):
+    base, _ = server
+    _, ids = lake
+    page, outside, errors = opened(chromium, base)
+    page.select_option("#venue", "ICLR")
+    page.click("#search button[type=submit]")  # no words: the venue's papers
+    page.wait_for_selector("li.hit")
+    assert page.url == f"{base}?venue=ICLR"
+    assert shown_text(page, ".list-head .shown") == "1–20 of 40 papers"
+    assert page.locator("li.hit").count() == 20
+    assert page.locator(".year-head").all_inner_texts() == ["2026 · 40 papers"]
+    assert page.locator("#map circle.lit").count() == 20
+    page.click(".pager a[rel=next]")
+    page.wait_for_function("document.querySelector('.list-head .shown')?.textContent[0] === '2'")
+    assert page.url == f"{base}?venue=ICLR&page=2"
+    assert shown_text(page, ".list-head .shown") == "21–40 of 40 papers"
+    page.select_option("#sort", "title")
+    page.wait_for_selector(f'li.hit:first-of-type[data-paper="{ids["2501.01234"]}"]')
+    assert page.url == f"{base}?venue=ICLR&sort=title"
+    assert page.locator("li.hit .title").all_inner_texts()[:2] == [TWIN["title"], OTHER["title"]]
+
+    other = page.locator(f'li.hit[data-paper="{ids["2501.04321"]}"]')
+    other.locator("a.author", has_text="Grace Hopper").click()
+    page.wait_for_selector("#author-head h1")
+    assert page.url == f"{base}author/grace%20hopper"
+    assert shown_text(page, "#author-head h1") == "Grace Hopper"
+    assert shown_text(page, "#author-head .co-authors") == "With: Jose GARCIA (2)"
+    assert [h.get_attribute("data-paper") for h in page.locator("li.hit").all()] == [
+        ids["2501.04321"], ids["2312.07777"],
+    ]  # fmt: skip
+    assert page.locator(".year-head").all_inner_texts() == ["2026 · 1 paper", "2024 · 1 paper"]
+
+    page.locator("#author-head .venues a", has_text="TMLR").click()
+    page.wait_for_selector("#venue-head table.years")
+    assert page.url == f"{base}venue/TMLR"
+    rows = page.locator("#venue-head table.years tbody tr").all_inner_texts()
+    assert [row.split() for row in rows] == [["2024", "1", "0", "1"]]
+    assert page.locator("li.hit").get_attribute("data-paper") == ids["2312.07777"]
+    page.go_back()
+    page.wait_for_selector("#author-head h1")
+    page.close()
+    assert outside == [] and errors == []
+
+
+def test_search_within_a_topic_keeps_the_topic_and_marks_the_words(chromium, server, lake):
+    base, _ = server
+    _, ids = lake
+    topic = page_api(chromium, f"{base}api/paper/{ids['2501.01234']}")["topic_id"]
+    page, outside, errors = opened(chromium, base, f"topic/{topic}")
+    page.wait_for_selector("#topic-head form.within")
+    page.fill("#topic-head input", "negative extrapolation")
+    page.press("#topic-head input", "Enter")
+    page.wait_for_selector("li.hit mark")
+    assert page.url == f"{base}?topic={topic}&q=negative+extrapolation"
+    assert page.input_value("#topic") == str(topic) and page.input_value("#q") == (
+        "negative extrapolation"
+    )
+    chips = page.locator("li.hit a[href^='/topic/']").evaluate_all("a => a.map(x => x.href)")
+    assert chips and set(chips) == {f"{base}topic/{topic}"}
+    twin = page.locator(f'li.hit[data-paper="{ids["2501.01234"]}"]')
+    assert twin.locator(".title mark").all_inner_texts() == ["Negative", "Extrapolation"]
+    marks = page.locator("li.hit mark").all_inner_texts()
+    assert {m.lower() for m in marks} <= {"negative", "extrapolation", "extrapolate"}
+    page.close()
+    assert outside == [] and errors == []
+
+
+def page_api(chromium, url: str) -> dict:
+    page = chromium.new_page()
+    try:
+        return json.loads(page.goto(url).text())
+    finally:
+        page.close()
+
+
+LABELS = """() => {
+    const panel = document.querySelector('#map').getBoundingClientRect();
+    const boxes = [...document.querySelectorAll('#labels text')]
+        .filter((t) => t.getAttribute('display') !== 'none')
+        .map((t) => t.getBoundingClientRect());
+    const inside = (b) => b.left >= panel.left && b.right <= panel.right
+        && b.top >= panel.top && b.bottom <= panel.bottom;
+    const meet = (a, b) => a.left < b.right && b.left < a.right
+        && a.top < b.bottom && b.top < a.bottom;
+    return {
+        shown: boxes.length,
+        outside: boxes.filter((b) => !inside(b)).length,
+        overlaps: boxes.flatMap((a, i) => boxes.slice(i + 1).filter((b) => meet(a, b))).length,
+    };
+}"""
+
+
+def rgb(colour: str) -> str:
+    r, g, b = bytes.fromhex(colour[1:])
+    return f"rgb({r}, {g}, {b})"
+
+
+def test_map_legend_toggles_topics_colours_by_venue_and_keeps_labels_apart(chromium, server, lake):
+    base, _ = server
+    _, ids = lake
+    topics = page_api(chromium, f"{base}api/map")["topics"]
+    page, outside, errors = opened(chromium, base)
+    swatches = page.locator("#legend .swatch").evaluate_all(
+        "s => s.map((x) => getComputedStyle(x).backgroundColor)"
+    )
+    assert swatches == [rgb(topic_colour(t["topic_id"])) for t in topics]
+    assert page.evaluate(LABELS) == {"shown": len(topics), "outside": 0, "overlaps": 0}
+
+    largest = topics[0]["topic_id"]
+    page.click(f'#legend button.entry[data-key="{largest}"]')
+    off = page.locator("#map circle.off")
+    assert off.count() == topics[0]["papers"] and off.first.is_hidden()
+    assert page.locator(f'#labels text[data-topic="{largest}"]').get_attribute("display") == "none"
+    assert page.get_attribute(f'#legend button[data-key="{largest}"]', "aria-pressed") == "false"
+    page.click(f'#legend button.entry[data-key="{largest}"]')
+    assert page.locator("#map circle.off").count() == 0
+
+    page.select_option("#colour-by", "venue")
+    assert page.locator("#legend .entry .name").all_inner_texts() == ["ICLR", "TMLR"]
+    assert page.get_attribute(f'#map circle[data-paper="{ids["2312.07777"]}"]', "fill") == (
+        category_colour(1)
+    )
+    page.click('#legend button.entry[data-key="0"]')  # ICLR off: the TMLR paper stays
+    assert page.locator("#map circle:not(.off)").count() == 1
+
+    page.select_option("#colour-by", "topic")
+    for button, times in (("#zoom-out", 4), ("#zoom-reset", 1), ("#zoom-in", 3)):
+        for _ in range(times):
+            page.click(button)
+            placed = page.evaluate(LABELS)
+            assert (placed["outside"], placed["overlaps"]) == (0, 0), (button, placed)
+    page.set_viewport_size({"width": 700, "height": 600})
+    page.wait_for_timeout(400)  # the map is drawn again once resizing stops
+    assert page.evaluate(LABELS)["overlaps"] == 0
     page.close()
     assert outside == [] and errors == []
 

@@ -17,6 +17,7 @@ Modules:
 from flows.read.catalog_copy import CatalogCopy, reader_of
 from flows.read.export import FORMATS, export_format, export_table, lake_tables
 from flows.read.hits import MIN_COSINE, no_good_match
+from flows.read.paper_map import short_label
 from flows.read.plain_duckdb import duckdb_setup
 from flows.read.query import run_query
 from flows.read.ranking import dense_ranking, fuse, keyword_ranking
@@ -51,6 +52,7 @@ __all__ = [
     "reader_of",
     "run_query",
     "search_papers",
+    "short_label",
     "similar_papers",
     "write_report",
 ]

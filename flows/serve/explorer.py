@@ -3,17 +3,17 @@
 One process serves many requests: the DuckDB connections (one per version looked at) and
 the query encoder stay open and warm, and what search reads of each version looked at is
 held in memory (a search then reads no DuckLake table). With the
-DuckDB-file catalog the connections read a copy of it (flows/serve/catalog_copy.py), so that
+DuckDB-file catalog the connections read a copy of it (flows/read/catalog_copy.py), so that
 runs publish while the explorer serves, and the next request reads what they published.
-The page (templates/explore/, static/explore/) is one HTML shell whose script draws
-search, paper pages and the map from the JSON API under /api/ (flows/serve/explorer_app.py);
-every asset is served from here, so it works offline.
+The page (templates/explore/, static/explore/) is one HTML shell whose scripts draw
+search, lists, the pages of papers, topics, authors and venues, and the map from the JSON
+API under /api/ (flows/serve/explorer_app.py, explorer_pages.py, explorer_map.py); every
+asset is served from here, so it works offline.
 """
 
 from __future__ import annotations
 
 import functools
-import math
 import threading
 import time
 from collections.abc import Callable
@@ -32,8 +32,21 @@ from flows.core.lake import (
 )
 from flows.core.settings import Settings
 from flows.read import MODES, Corpus, no_good_match, reader_of, similar_papers
+from flows.serve.explorer_map import paper_map
+from flows.serve.explorer_pages import (
+    SEARCH_SORTS,
+    BadRequest,
+    author_page,
+    browse,
+    checked_page,
+    paper_links,
+    records,
+    sorted_hits,
+    venue_page,
+)
 
-MAX_HITS = 100
+MAX_HITS = 100  # a search ranks this many papers once, and pages through them
+SEARCHES = 8  # searches kept ranked, for their next pages
 OPEN_VERSIONS = 4  # versions kept attached at once; the one looked at longest ago closes
 GONE = "Cannot open file"  # DuckDB's words for a data file that is not there
 T = TypeVar("T")
@@ -50,16 +63,6 @@ class ExplorerError(Exception):
         self.detail = detail
 
 
-def records(frame: pl.DataFrame) -> list[dict]:
-    """Rows as JSON-ready dicts (NaN and infinities as null)."""
-    rows = frame.to_dicts()
-    for row in rows:
-        for key, value in row.items():
-            if isinstance(value, float) and not math.isfinite(value):
-                row[key] = None
-    return rows
-
-
 def answered(method: Callable[..., T]) -> Callable[..., T]:
     """An Explorer's request: answered alone (one lock), on the catalog as it is now, and
     once more on a new copy of the catalog where a data file that the last copy reads is
@@ -74,6 +77,10 @@ def answered(method: Callable[..., T]) -> Callable[..., T]:
             except duckdb.IOException as exc:
                 if GONE not in str(exc) or not self.refresh(wait=ATTACH_WAIT_SECONDS):
                     raise
+            except BadRequest as exc:
+                raise ExplorerError(400, str(exc)) from None
+            except LookupError as exc:
+                raise ExplorerError(404, str(exc)) from None
             return method(self, *args, **kwargs)
 
     return answer
@@ -106,6 +113,7 @@ class Explorer:
         self.lock = threading.RLock()
         self.lakes: dict[int | None, duckdb.DuckDBPyConnection] = {}
         self.held: dict[int, Held] = {}
+        self.searches: dict[tuple, pl.DataFrame] = {}  # the last SEARCHES searches' hits
         self.copy = reader_of(settings)
         try:
             versions = published_versions(self.lake_at(None))
@@ -137,6 +145,7 @@ class Explorer:
         published = published_versions(self.lake_at(None))
         for version in [v for v in self.held if v not in published]:
             self.held.pop(version).corpus.close()
+        self.searches.clear()
         self.latest = published[-1]
         return True
 
@@ -211,9 +220,9 @@ class Explorer:
 
     def named(self, version: int | None, frame: pl.DataFrame) -> pl.DataFrame:
         """`frame` with each paper named for a person: `title` (its title, else its
-        abstract's first words) and `untitled`."""
+        abstract's first words), `untitled`, and its authors' `author_keys`."""
         names = self.hold(version).names
-        return frame.drop("title", "untitled", strict=False).join(
+        return frame.drop("title", "untitled", "author_keys", strict=False).join(
             names, on="paper_id", how="left", maintain_order="left"
         )
 
@@ -256,33 +265,45 @@ class Explorer:
         version: int | None = None,
         k: int = 10,
         mode: str = "hybrid",
-        venue: str | None = None,
-        year: int | None = None,
-        topic: int | None = None,
+        filters: dict[str, Any] | None = None,
+        sort: str = "relevance",
+        offset: int = 0,
     ) -> dict:
-        """The k best papers for `text` in a version, as cards with their scores."""
+        """A page of the MAX_HITS best papers for `text` in a version (as ranked, newest
+        first or by title), as cards with their scores.
+
+        Args:
+            filters: venue, year, topic (None or left out: any).
+        """
         text = text.strip()
         if not text:
             raise ExplorerError(400, "give some words to search for")
         if mode not in MODES:
             raise ExplorerError(400, f"mode must be one of {', '.join(MODES)}, not {mode!r}")
-        k = max(1, min(k, MAX_HITS))
+        offset, k = checked_page(sort, SEARCH_SORTS, offset, k)
+        filters = {key: (filters or {}).get(key) for key in ("venue", "year", "topic")}
         started = time.perf_counter()
-        found = self.hold(version).corpus.search(
-            text, k=k, mode=mode, venue=venue, year=year, topic=topic
-        )
-        hits = records(self.named(version, found))
+        found = self.ranked(text, self.resolved(version), mode, filters)
+        page = sorted_hits(found, sort).slice(offset, k)
         weak = no_good_match(found) if found.height else "nothing matches the filters"
         return {
-            "query": text,
-            "version": self.resolved(version),
-            "mode": mode,
-            "filters": {"venue": venue, "year": year, "topic": topic},
-            "hits": hits,
-            "no_good_match": weak is not None,
-            "why": weak,
+            "query": text, "version": self.resolved(version), "mode": mode,
+            "filters": filters, "sort": sort, "offset": offset, "k": k, "total": found.height,
+            "hits": records(self.named(version, page)),
+            "no_good_match": weak is not None, "why": weak,
             "took_ms": round(1000 * (time.perf_counter() - started), 1),
-        }
+        }  # fmt: skip
+
+    def ranked(self, text: str, version: int, mode: str, filters: dict) -> pl.DataFrame:
+        """The MAX_HITS best papers for a search, ranked once: its next pages and other
+        orders read them again."""
+        asked = (text, version, mode, *filters.values())
+        if asked not in self.searches:
+            corpus = self.hold(version).corpus
+            self.searches[asked] = corpus.search(text, k=MAX_HITS, mode=mode, **filters)
+            if len(self.searches) > SEARCHES:
+                self.searches.pop(next(iter(self.searches)))
+        return self.searches[asked]
 
     @answered
     def paper(self, paper_id: str, version: int | None = None) -> dict:
@@ -306,6 +327,9 @@ class Explorer:
             self.hold(version).corpus.listing([paper_id]).select("link", "code").rows(named=True)
         )
         paper["links"] = paper_links(paper | card)
+        [paper["author_keys"]] = self.named(version, pl.DataFrame({"paper_id": [paper_id]}))[
+            "author_keys"
+        ].to_list()
         paper["version"] = self.resolved(version)
         return paper
 
@@ -329,7 +353,7 @@ class Explorer:
 
     @answered
     def topic(self, topic_id: int, version: int | None = None) -> dict:
-        """A topic's label and terms, and its papers closest to its centre first."""
+        """A topic's label, size and terms (its papers: `papers` with the topic)."""
         con = self.lake(version)
         row = con.execute(
             "select label, papers, top_terms from topics where topic_id = ?", [topic_id]
@@ -339,42 +363,37 @@ class Explorer:
                 404, f"no topic {topic_id} in version {self.resolved(version)}",
                 topic_id=topic_id,
             )  # fmt: skip
-        members = con.execute(read_sql("explore/topic_papers"), {"topic_id": topic_id}).pl()
-        papers = self.listed(version, members, keep=("score",))
         label, size, terms = row
         return {
             "topic_id": topic_id, "label": label, "papers": size, "terms": terms,
-            "version": self.resolved(version), "hits": papers,
+            "version": self.resolved(version),
         }  # fmt: skip
 
     @answered
+    def papers(
+        self,
+        version: int | None = None,
+        filters: dict[str, Any] | None = None,
+        sort: str | None = None,
+        offset: int = 0,
+        k: int = 20,
+    ) -> dict:
+        """A page of the papers passing `filters` (venue, year, topic, author_key as
+        `author`), in the order `sort` (flows/serve/explorer_lists.py's `browse`)."""
+        return browse(self, version, filters or {}, sort, offset, k)
+
+    @answered
+    def author(self, author_key: str, version: int | None = None) -> dict:
+        """An author's name, spellings, papers, venues, years and co-authors."""
+        return author_page(self, version, author_key)
+
+    @answered
+    def venue(self, venue: str, version: int | None = None) -> dict:
+        """A venue's papers, per year (venue_stats) and per topic."""
+        return venue_page(self, version, venue)
+
+    @answered
     def map(self, version: int | None = None) -> dict:
-        """Every paper's place, topic and name, column by column, and the topics' labels."""
-        con = self.lake(version)
-        points = con.execute(read_sql("explore/map_points")).pl()
-        topics = con.execute(read_sql("explore/map_topics")).pl()
-        return {
-            "version": self.resolved(version),
-            "points": {
-                "paper_id": points["paper_id"].to_list(),
-                "x": points["x"].to_list(),
-                "y": points["y"].to_list(),
-                "topic_id": points["topic_id"].to_list(),
-                "title": points["title"].to_list(),
-            },
-            "topics": records(topics),
-        }
-
-
-def paper_links(paper: dict) -> list[dict]:
-    """The pages a paper can be opened at: its own page (as search links it), its code,
-    then the other links in its abstract."""
-    links = [{"url": paper["link"], "kind": "paper"}] if paper.get("link") else []
-    if paper.get("code"):
-        links.append({"url": paper["code"], "kind": "code"})
-    seen = {link["url"] for link in links}
-    for link in paper.get("links") or []:
-        if link["url"] not in seen:
-            links.append({"url": link["url"], "kind": link["kind"]})
-            seen.add(link["url"])
-    return links
+        """Every paper's place, topic, venue, year and name, column by column, and the
+        colour and name of each topic, venue and year (flows/serve/explorer_map.py)."""
+        return {"version": self.resolved(version)} | paper_map(self.lake(version))

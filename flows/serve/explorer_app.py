@@ -25,7 +25,8 @@ STATIC = HERE / "static"
 
 
 def create_app(explorer: Explorer) -> FastAPI:
-    """The FastAPI app over `explorer`: the page at / and /paper/<id>, the API at /api/."""
+    """The FastAPI app over `explorer`: the page at /, /paper/<id>, /topic/<id>,
+    /author/<key> and /venue/<name>, the API at /api/."""
     app = FastAPI(title="paperlake explorer", docs_url=None, redoc_url=None, openapi_url=None)
     templates = Jinja2Templates(directory=str(TEMPLATES))
     app.mount("/static", StaticFiles(directory=str(STATIC)), name="static")
@@ -53,6 +54,14 @@ def create_app(explorer: Explorer) -> FastAPI:
     app.get("/", response_class=HTMLResponse, include_in_schema=False)(page)
     app.get("/paper/{paper_id}", response_class=HTMLResponse, include_in_schema=False)(page)
     app.get("/topic/{topic_id}", response_class=HTMLResponse, include_in_schema=False)(page)
+    app.get("/author/{key:path}", response_class=HTMLResponse, include_in_schema=False)(page)
+    app.get("/venue/{name:path}", response_class=HTMLResponse, include_in_schema=False)(page)
+    add_api(app, explorer)
+    return app
+
+
+def add_api(app: FastAPI, explorer: Explorer) -> None:
+    """The JSON API under /api/: each endpoint answers with what `explorer` says."""
 
     @app.get("/api/versions")
     def versions() -> dict:
@@ -71,8 +80,33 @@ def create_app(explorer: Explorer) -> FastAPI:
         venue: str | None = None,
         year: int | None = None,
         topic: int | None = None,
+        sort: str = "relevance",
+        offset: int = 0,
     ) -> dict:
-        return explorer.search(q, version, k, mode, venue or None, year, topic)
+        filters = {"venue": venue or None, "year": year, "topic": topic}
+        return explorer.search(q, version, k, mode, filters, sort, offset)
+
+    @app.get("/api/papers")
+    def papers(
+        version: int | None = None,
+        venue: str | None = None,
+        year: int | None = None,
+        topic: int | None = None,
+        author: str | None = None,
+        sort: str | None = None,
+        offset: int = 0,
+        k: int = 20,
+    ) -> dict:
+        filters = {"venue": venue or None, "year": year, "topic": topic, "author": author or None}
+        return explorer.papers(version, filters, sort or None, offset, k)
+
+    @app.get("/api/author/{key:path}")
+    def author(key: str, version: int | None = None) -> dict:
+        return explorer.author(key, version)
+
+    @app.get("/api/venue/{name:path}")
+    def venue(name: str, version: int | None = None) -> dict:
+        return explorer.venue(name, version)
 
     @app.get("/api/paper/{paper_id}")
     def paper(paper_id: str, version: int | None = None) -> dict:
@@ -93,8 +127,6 @@ def create_app(explorer: Explorer) -> FastAPI:
     @app.get("/api/{rest:path}", include_in_schema=False)
     def unknown(rest: str) -> dict:
         raise ExplorerError(404, f"no API endpoint /api/{rest}")
-
-    return app
 
 
 def listen(host: str, port: int) -> socket.socket:

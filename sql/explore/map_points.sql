@@ -1,4 +1,5 @@
--- map_points: every paper's place on the map, its topic and its name for the hover text.
+-- map_points: every paper's place on the map, its topic, venue and year (what the map can
+-- colour by) and its name for the hover text.
 -- grain: one row per paper, ordered by paper_id.
 -- upstream: paper_coordinates, paper_topics, papers; macro paper_title.
 with final as (
@@ -7,6 +8,8 @@ with final as (
         paper_coordinates.x,
         paper_coordinates.y,
         paper_topics.topic_id,
+        papers.venue,
+        papers.year,
         paper_title(papers.title, papers.abstract) as title
     from paper_coordinates
     join papers using (paper_id)
