@@ -56,6 +56,7 @@ def build_papers(records: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
             "unresolved_macros",
             "flags",
             "control_chars_removed",
+            "id_field",
         )
         .sort("paper_id")
     )
