@@ -22,6 +22,7 @@ from flows.read.search import (
     dense_search,
     search_papers,
     similar_papers,
+    unmatched_topic,
 )
 from flows.read.search_index import build_keyword_index
 
@@ -39,5 +40,6 @@ __all__ = [
     "run_query",
     "search_papers",
     "similar_papers",
+    "unmatched_topic",
     "write_report",
 ]
