@@ -75,7 +75,7 @@ def test_versions_lists_version_1(sample_run):
 
 HIT_FIELDS = (
     "rank", "paper_id", "title", "authors", "venue", "year", "topic_id", "topic", "link",
-    "code", "score", "bm25", "all_words", "good_match", "no_good_match", "abstract",
+    "code", "decision", "score", "bm25", "all_words", "good_match", "no_good_match", "abstract",
 )  # fmt: skip
 
 

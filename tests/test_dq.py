@@ -36,6 +36,8 @@ WARNED = [
         "times faster on real hardware and in simulation.",
     },
 ]
+# And two records version 2 rejects, of two rules (half the file: not above the limit).
+REJECTED = '{"title": "Cut off", "abstract": "Half a rec\n{"title": "Blank", "abstract": "  "}\n'
 
 
 @dataclass
@@ -59,7 +61,7 @@ def warned_run(sample_run, tmp_path_factory) -> WarnedRun:
     )
     first = paperlake(raw=[str(raw)], warehouse=str(warehouse))
     assert (first.version, first.dq_outcome) == (1, "passed")
-    write(raw / "misc" / "dump.jsonl", "".join(json.dumps(r) + "\n" for r in WARNED))
+    write(raw / "misc" / "dump.jsonl", "".join(json.dumps(r) + "\n" for r in WARNED) + REJECTED)
     summary = paperlake(raw=[str(raw)], warehouse=str(warehouse))
     assert (summary.version, summary.dq_outcome) == (2, "passed with warnings")
     return WarnedRun(Settings(warehouse=warehouse, raw=(raw,)), raw, summary)
@@ -146,10 +148,32 @@ def test_cli_dq_json_gives_one_object_per_expectation_result(warned_run, capsys)
     ]
     files = {f["file"]: f for f in content["files"]}
     assert files["misc/dump.jsonl"]["warning"].startswith("of 2 accepted records, 2 no venue")
+    # The headlines in the run's words, each naming its papers by title.
+    assert [(h["text"], sorted(r["title"] for r in h["rows"])) for h in content["headlines"]] == [
+        ("papers: 2 papers have no venue", sorted(r["title"] for r in WARNED)),
+        ("papers: 2 papers have no year", sorted(r["title"] for r in WARNED)),
+    ]
+    # Every rejected record, by file and then rule: where, why, its first characters.
+    rejects = content["rejects"]
+    assert (rejects["total"], rejects["listed"]) == (2, 2)
+    listed = [
+        (g["file"], g["rule"], g["count"], [(r["location"], r["snippet"]) for r in g["records"]])
+        for g in rejects["groups"]
+    ]
+    assert listed == [
+        ("misc/dump.jsonl", "empty_abstract", 1,
+         [("misc/dump.jsonl:4", '{"title": "Blank", "abstract": " "}')]),
+        ("misc/dump.jsonl", "invalid_json", 1,
+         [("misc/dump.jsonl:3", '{"title": "Cut off", "abstract": "Half a rec')]),
+    ]  # fmt: skip
+    reasons = [g["records"][0]["reason"] for g in rejects["groups"]]
+    assert reasons[0] == "abstract is empty or whitespace only"
+    assert reasons[1].startswith("invalid JSON: ")
 
     first = runner.invoke(app, ["dq", "-w", str(warehouse), "--version", "1"])
     assert first.output.strip().splitlines()[-1] == str(warehouse / "dq-v1.html")
     assert "data quality:</span> passed</p>" in (warehouse / "dq-v1.html").read_text()
+    assert "Every record of the raw files was accepted." in (warehouse / "dq-v1.html").read_text()
     missing = runner.invoke(app, ["dq", "-w", str(warehouse), "--version", "9"])
     assert missing.exit_code == 1 and "version 9 is not a published version" in missing.output
 
@@ -214,9 +238,11 @@ def test_page_of_a_stopped_run_names_the_blocking_failure(warned_run):
     lines = [re.sub(r"<[^>]+>", "", m) for m in re.findall(r"<p data-line>(.*?)</p>", html)]
     assert lines[:2] == [
         "data quality: failed",
-        "data-quality failure: embeddings.expect_column_values_to_be_between(norm): "
-        f"1 unexpected in rows {paper_id}/{model}",
+        "data-quality failure: embeddings: 1 embedding has a norm outside 0.999 to 1.001",
     ]
+    # The headline names the paper it is about, by its first words (it has no title).
+    named = re.search(rf'<li data-named-row="{paper_id}/{model}">(.*?)</li>', html, re.S)
+    assert 'class="untitled"' in named.group(1) and f"{Path(path).name}:{line}<" in named.group(1)
     row = re.search(rf'data-key="{paper_id}/{model}">(.*?)</tr>', html, re.S).group(1)
     assert f"{Path(path).name}:{line}</td>" in row and 'class="untitled"' in row
     card = html[html.index('data-trend-suite="embeddings"') :].split("</svg>", 1)[0]
@@ -235,9 +261,21 @@ def test_dq_page_of_a_run_with_warnings_in_chromium(chromium, warned_run, capsys
     assert shown == cli_quality_lines(warned_run.summary, capsys)
     assert shown[0] == "data quality: passed with warnings"
 
+    # Failures first: the suite with warnings, then those that passed (by name).
     listed = page.eval_on_selector_all(".suite[data-suite]", "els => els.map(e => e.dataset.suite)")
-    expected = sorted(p.stem for p in EXPECTATIONS_DIR.glob("*.json"))
-    assert listed == expected
+    passed = sorted(p.stem for p in EXPECTATIONS_DIR.glob("*.json") if p.stem != "papers")
+    assert listed == ["papers", *passed]
+    # Each warning names its papers by title beneath it, as the run words it.
+    headline = page.locator("#outcome .headline").filter(has_text="2 papers have no venue")
+    assert sorted(headline.locator("li").all_inner_texts()) == [
+        "Distilled Diffusion Policies for Fast Robot Control misc/dump.jsonl:2",
+        "Sparse Mixtures of Experts at Scale misc/dump.jsonl:1",
+    ]
+    rejects = page.locator("#rejects tr[data-reject]")
+    assert [r.split("\t")[:2] for r in rejects.all_inner_texts()] == [
+        ["misc/dump.jsonl:4", "empty_abstract"],
+        ["misc/dump.jsonl:3", "invalid_json"],
+    ]
 
     venue = page.locator(
         '#suite-papers [data-failing-row][data-expectation="expect_column_values_to_not_be_null"]'
@@ -277,7 +315,7 @@ def test_the_page_gathered_while_a_version_is_committed_is_the_page_of_that_vers
         results = lake.execute(
             "select * from dq_results where run_id = ?", [warned_run.summary.run_id]
         ).pl()
-    assert tables_read(results) == {"sources", "papers"}  # a warning's rows
+    assert tables_read(results) == {"sources", "rejects", "papers"}  # and a warning's rows
     page = dq.build_page_while_publishing(tables, results, earlier, 2)
     assert dq.page_as_json(page) == dq.page_as_json(dq.build_page(settings, 2))
     assert [p.version for p in page.trend[0].points] == [1, 2]

@@ -97,17 +97,23 @@ def search(
     the best hit is below the least cosine of a good match, a line says so.
     """
     from flows.core.lake import open_lake
-    from flows.read import MIN_COSINE, no_good_match, search_papers
+    from flows.read import MIN_COSINE, no_good_match, search_papers, unmatched_topic
 
     threshold = MIN_COSINE if min_cosine is None else min_cosine
+    unknown = None
     try:
         with without_pandas(), open_lake(settings, version, ("fts",)) as con:
-            hits = search_papers(
-                con, text, settings, k=k, mode=mode.value, venue=venue, year=year,
-                fusion=fusion, topic=topic, min_cosine=threshold,
-            )  # fmt: skip
+            # A topic filter that names no topic is said so, not answered with no rows.
+            unknown = topic is not None and unmatched_topic(con, topic)
+            if not unknown:
+                hits = search_papers(
+                    con, text, settings, k=k, mode=mode.value, venue=venue, year=year,
+                    fusion=fusion, topic=topic, min_cosine=threshold,
+                )  # fmt: skip
     except (WarehouseError, ValueError, RuntimeError) as exc:
         fail(str(exc))
+    if unknown:
+        fail(unknown)
     print_hits(hits, fmt, max_rows)
     if weak := no_good_match(hits, threshold):
         # After a table, for the reader; beside machine formats, on stderr (the rows
@@ -167,6 +173,8 @@ def print_hits(hits: pl.DataFrame, fmt: Format, max_rows: int) -> None:
         paper_id="paper_id",
         link="link",
     )
+    if hits["decision"].is_not_null().any():  # OpenReview exports: after the year
+        view = view.insert_column(5, hits["decision"])
     print_frame(view, fmt, max_rows, by_importance=True)
 
 

@@ -176,7 +176,8 @@ def validate_raw(
     *,
     settings: Settings,
 ) -> None:
-    """Check raw files without publishing: per file, records seen, accepted, rejected, flags."""
+    """Check raw files without publishing: per file, records seen, accepted, rejected, flags;
+    then every rejected record: file:line, rule, reason and its first characters."""
     from flows import ingest
 
     missing = [str(p) for p in paths if not p.exists()]
@@ -209,11 +210,36 @@ def validate_raw(
             out.print(f"[yellow]skipped file:[/yellow] {escape(row['error'])}")
         if row["warning"]:
             out.print(f"[yellow]warning:[/yellow] {escape(row['path'] + ': ' + row['warning'])}")
+    print_rejects(result.rejects, sources["path"].to_list(), max_rows)
+
+
+def print_rejects(rejects, paths: list[str], max_rows: int) -> None:
+    """The rejected records as a table, by file and then rule: where each was read (relative
+    to the files' common folder), the rule, the reason and its first characters."""
+    import polars as pl
+
+    from flows.core.wording import common_root, location, snippet
+
+    if rejects.height == 0:
+        return
+    root = common_root(paths)
+    rows = rejects.sort("source_path", "rule", "record_no").to_dicts()
+    table = pl.DataFrame(
+        {
+            "found at": [location(r["source_path"], root, r["line"], r["record_no"]) for r in rows],
+            "rule": [r["rule"] for r in rows],
+            "reason": [r["reason"] for r in rows],
+            "first characters": [snippet(r["raw_snippet"]) for r in rows],
+        },
+        schema={c: pl.String for c in ("found at", "rule", "reason", "first characters")},
+    )
+    where = f" (paths relative to {root})" if root else ""
+    print_frame(table, Format.table, max_rows, title=f"rejected records{where}", by_importance=True)
 
 
 def print_summary(summary) -> None:
     """The end-of-run report: counts, version, data quality, seconds per stage."""
-    from flows.core.wording import outcome_lines
+    from flows.core.wording import outcome_lines, page_lines
 
     if summary.status == "up to date":
         print_up_to_date(summary.version)
@@ -248,10 +274,9 @@ def print_summary(summary) -> None:
     for label, text in quality:
         color = "red" if "failure" in label else "yellow"
         lines.append(f"[{color}]{label}:[/{color}] {escape(text)}")
-    if summary.data_docs:
-        lines.append(f"data docs: {summary.data_docs}")
-    if getattr(summary, "dq_page", None):
-        lines.append(f"data-quality page: {summary.dq_page}")
+    lines += [
+        escape(line) for line in page_lines(getattr(summary, "dq_page", None), summary.data_docs)
+    ]
     for line in lines:
         out.print(line)
 

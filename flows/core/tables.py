@@ -171,6 +171,7 @@ DECLARED: tuple[Table, ...] = (
             ("unresolved_macros", "TeX macros left in the text"),
             ("flags", "signs of damage (missing_letter:e, all_lowercase, ...)"),
             ("control_chars_removed", "control and invisible characters removed"),
+            ("id_field", "the column or key external_id was read from (pmid, PID, id, ...)"),
         ),
         grain="one row per distinct paper (its content id)",
         references=(("source_path", "sources"),),

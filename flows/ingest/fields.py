@@ -202,16 +202,26 @@ class ObjectFields:
             )
             return record
         values = {f: obj.get(k) for f, k in keys.items()}
-        return fill_fields(record, values, obj)
+        return fill_fields(record, values, obj, keys.get("external_id"))
 
 
 def fill_fields(
-    record: dict, values: Mapping[str, Any], extra: Mapping[str, Any] | None = None
+    record: dict,
+    values: Mapping[str, Any],
+    extra: Mapping[str, Any] | None = None,
+    id_field: str | None = None,
 ) -> dict:
     """`record` with the fields of `values`; a value that cannot be read makes the record a
-    `bad_value` reject carrying the exception, and the file goes on."""
+    `bad_value` reject carrying the exception, and the file goes on.
+
+    Args:
+        id_field: the column or key the id was read from, kept with an id: it says which
+            scheme the id is of (a `pmid` column holds PubMed ids).
+    """
     try:
         record.update(record_fields(values, extra))
+        if record["external_id"] is not None and id_field is not None:
+            record["id_field"] = str(id_field).strip().lstrip("\ufeff")
     except Exception as exc:  # noqa: BLE001 - one record's values, reported on that record
         record["read_rule"] = "bad_value"
         record["read_reason"] = f"a field value could not be read: {type(exc).__name__}: {exc}"

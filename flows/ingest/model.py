@@ -20,7 +20,8 @@ from flows.ingest.rawfile import shown
 # 4: BibTeX is a format; a file that was read as lines because it holds BibTeX is re-read.
 # 6: CSV rows with undoubled inner quotes are read; entities escaped twice are decoded;
 # code, dictionaries and tables are rejected (not_prose); withdrawal notices are flagged.
-INGEST_VERSION = "6"
+# 7: a record keeps the name of the column or key its id was read from (id_field).
+INGEST_VERSION = "7"
 SNIPPET_CHARS = 200
 SETTINGS_FILE = "paperlake.toml"
 # Files a run lists in sources without parsing them for records.
@@ -49,6 +50,7 @@ RECORD_SCHEMA = {
     "venue": pl.String,
     "year": pl.Int32,
     "external_id": pl.String,
+    "id_field": pl.String,  # the column or key external_id was read from (pmid, PID, id)
     "title_raw": pl.String,
     "authors": pl.List(pl.String),
     "keywords": pl.List(pl.String),

@@ -53,7 +53,7 @@ PAPER_COLUMNS = (
     "paper_id", "source_path", "source_sha256", "record_no", "line", "byte_offset",
     "n_locations", "venue", "year", "external_id", "title", "authors", "keywords",
     "categories", "decision", "abstract", "abstract_raw", "word_count", "links",
-    "unresolved_macros", "flags", "control_chars_removed",
+    "unresolved_macros", "flags", "control_chars_removed", "id_field",
 )  # fmt: skip
 
 

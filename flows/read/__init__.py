@@ -29,6 +29,7 @@ from flows.read.search import (
     dense_search,
     search_papers,
     similar_papers,
+    unmatched_topic,
 )
 from flows.read.search_index import build_keyword_index
 
@@ -54,5 +55,6 @@ __all__ = [
     "search_papers",
     "short_label",
     "similar_papers",
+    "unmatched_topic",
     "write_report",
 ]

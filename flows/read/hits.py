@@ -26,8 +26,8 @@ HITS_SCHEMA = {
     "rank": pl.Int32, "paper_id": pl.String, "title": pl.String,
     "authors": pl.List(pl.String), "venue": pl.String, "year": pl.Int32,
     "topic_id": pl.Int32, "topic": pl.String, "link": pl.String, "code": pl.String,
-    "score": pl.Float64, "bm25": pl.Float64, "all_words": pl.Boolean, "good_match": pl.Boolean,
-    "no_good_match": pl.Boolean, "abstract": pl.String,
+    "decision": pl.String, "score": pl.Float64, "bm25": pl.Float64, "all_words": pl.Boolean,
+    "good_match": pl.Boolean, "no_good_match": pl.Boolean, "abstract": pl.String,
 }  # fmt: skip
 
 
@@ -98,9 +98,10 @@ def hits(
 ) -> pl.DataFrame:
     """The papers behind ranked ids, in rank order, with what a person acts on (see
     sql/search/cards.sql): rank, paper_id, title, authors, venue, year, topic_id, topic,
-    link, code, score (cosine to `query`; None without one), bm25 (from `bm25`),
-    all_words (in `all_words`; None when not asked), good_match, no_good_match (no hit of
-    the list is a good match: the same on every row) and abstract.
+    link, code, decision (a bare code labelled "decision 2"), score (cosine to `query`;
+    None without one), bm25 (from `bm25`), all_words (in `all_words`; None when not
+    asked), good_match, no_good_match (no hit of the list is a good match: the same on
+    every row) and abstract.
 
     A hit is a good match when its score reaches `min_cosine`, or `min_cosine_words` and
     it holds every word of the query; without a score, when it holds every word.

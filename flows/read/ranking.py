@@ -63,11 +63,17 @@ def filtered(
     if year is not None:
         keep &= pl.col("year") == year
     if topic is not None:
-        words = str(topic).strip(" ")
-        keep &= (pl.col("topic_id").cast(pl.String) == words) | pl.col(
-            "topic"
-        ).str.to_lowercase().str.contains(words.lower(), literal=True)
+        keep &= of_topic(topic)
     return facets.filter(keep)["paper_id"].to_list()
+
+
+def of_topic(topic: int | str, label: str = "topic") -> pl.Expr:
+    """Rows of a topic given as its id or as words found in its label (case ignored), of a
+    frame with topic_id and the label in column `label`."""
+    words = str(topic).strip(" ")
+    return (pl.col("topic_id").cast(pl.String) == words) | pl.col(
+        label
+    ).str.to_lowercase().str.contains(words.lower(), literal=True)
 
 
 def dense_ranking(

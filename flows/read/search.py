@@ -31,6 +31,7 @@ from flows.read.ranking import (
     fuse,
     keyword_scores,
     norms,
+    of_topic,
 )
 from flows.read.search_index import current_version, keyword_index, keyword_scope
 
@@ -252,6 +253,26 @@ def search_papers(
         return corpus.search(
             text, k, mode, venue, year, fusion, topic, min_cosine, min_cosine_words
         )
+
+
+TOPICS_NAMED = 12  # topics a line names where a topic filter matches none
+
+
+def unmatched_topic(con: duckdb.DuckDBPyConnection, topic: int | str) -> str | None:
+    """A line saying that `topic` (an id, or words of a label) names no topic of the
+    attached version, and which topics there are; None where one matches."""
+    topics = con.execute("select topic_id, label from topics order by topic_id").pl()
+    if topics.filter(of_topic(topic, "label")).height:
+        return None
+    if topics.height == 0:
+        return f"no topic matches {str(topic)!r}: this version has no topics"
+    if topics.height <= TOPICS_NAMED:
+        named = "; ".join(f"{i} {label}" for i, label in topics.iter_rows())
+        return f"no topic matches {str(topic)!r}; give an id or words of a label: {named}"
+    return (
+        f"no topic matches {str(topic)!r}; paperlake query 'select topic_id, label from "
+        f"topics' lists the {topics.height} topics"
+    )
 
 
 def dense_search(

@@ -13,7 +13,8 @@ Modules:
     row_memo    which rows were checked before and which failed
     gx          Great Expectations: the project, row-level suites run, results stored
     docs        the Data Docs of a run's results
-    outcome     a run's outcome, its blocking failures and their wording
+    outcome     a run's outcome and its blocking failures
+    headlines   a failed check in words ("papers: 4 papers have fewer words than 20")
     references  the references between tables, checked as blocking rows
     page/       the data-quality page of a version or of a stopped run
 """

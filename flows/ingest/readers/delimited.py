@@ -209,7 +209,9 @@ class Table:
                 self.header[:20]
             )
             return record
-        return fill_fields(record, {f: row[i] for f, i in self.positions.items()})
+        values = {f: row[i] for f, i in self.positions.items()}
+        at = self.positions.get("external_id")
+        return fill_fields(record, values, id_field=self.header[at] if at is not None else None)
 
     def loose_row(self, feed: LineFeed) -> tuple[list[str] | None, str]:
         """The current record read as one physical line in which one quoted field holds

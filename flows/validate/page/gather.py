@@ -20,12 +20,15 @@ from flows.core.lake import (
 )
 from flows.core.settings import Settings
 from flows.core.tables import described
-from flows.core.wording import outcome_lines
-from flows.validate.outcome import outcome
-from flows.validate.page.page import Check, Page, SuiteReport, observed, threshold
-from flows.validate.page.rows import common_root, failing_rows, relative
+from flows.core.wording import common_root, outcome_lines, relative
+from flows.validate.outcome import failed_in_order, outcome
+from flows.validate.page.page import Check, Headline, Page, SuiteReport, observed, threshold
+from flows.validate.page.rejects import reject_groups
+from flows.validate.page.rows import failing_rows
 from flows.validate.page.trend import history_rows, latest_trend, trend_of, with_run
 from flows.validate.suites import suite_names
+
+NAMED_ROWS = 5  # failing rows a headline names; its check lists the rest
 
 
 def suite_description(name: str) -> str:
@@ -34,10 +37,17 @@ def suite_description(name: str) -> str:
     return described().get(name, "")
 
 
+def check_id(suite: str, expectation: str, column: str | None, kwargs: dict) -> str:
+    """A check's identity among one run's results."""
+    return json.dumps([suite, expectation, column, kwargs], sort_keys=True, default=str)
+
+
 def suite_reports(
     con: duckdb.DuckDBPyConnection, results: pl.DataFrame, root: str
 ) -> list[SuiteReport]:
-    """Every suite in expectations/ (and any other the run checked), failures first."""
+    """Every suite in expectations/ (and any other the run checked): suites with blocking
+    failures first, then those with warnings, then those that passed; within a suite,
+    failed checks first."""
     rank = {(False, True): 0, (False, False): 1}
     raw = results.to_dicts()
     for check in raw:
@@ -55,7 +65,8 @@ def suite_reports(
     checks: dict[str, list[Check]] = {}
     for check, found in zip(raw, rows, strict=True):
         value = json.loads(check["observed_value"]) if check["observed_value"] else None
-        checks.setdefault(check["suite"], []).append(
+        listed = checks.setdefault(check["suite"], [])
+        listed.append(
             Check(
                 suite=check["suite"],
                 expectation=check["expectation"],
@@ -64,17 +75,37 @@ def suite_reports(
                 severity=check["severity"],
                 blocking=bool(check["blocking"]),
                 success=bool(check["success"]),
-                expected=threshold(check["expectation"], check["kwargs"]),
+                expected=threshold(check["expectation"], check["kwargs"], check["suite"]),
                 observed=observed(check, value),
                 element_count=check["element_count"],
                 unexpected_count=check["unexpected_count"],
                 observed_value=value,
                 rows=found,
                 more_rows=max((check["unexpected_count"] or 0) - len(found), 0) if found else 0,
+                anchor=f"check-{check['suite']}-{len(listed)}",
             )
         )
     names = sorted(set(suite_names()) | set(checks))
-    return [SuiteReport(n, suite_description(n), checks.get(n, [])) for n in names]
+    reports = [SuiteReport(n, suite_description(n), checks.get(n, [])) for n in names]
+    return sorted(reports, key=lambda r: r.rank)
+
+
+def headlines(
+    results: pl.DataFrame, lines: list[tuple[str, str]], suites: list[SuiteReport]
+) -> list[Headline]:
+    """The run's lines of failed checks (`lines` after the outcome's), each with the first
+    rows its check names."""
+    checks = {
+        check_id(c.suite, c.expectation, c.column, c.kwargs): c for s in suites for c in s.checks
+    }
+    out = []
+    for (label, text), row in zip(lines[1:], failed_in_order(results).to_dicts(), strict=True):
+        kwargs = json.loads(row["kwargs"]) if row["kwargs"] else {}
+        check = checks[check_id(row["suite"], row["expectation"], row["column_name"], kwargs)]
+        named = check.rows[:NAMED_ROWS]
+        more = max(check.unexpected_count or 0, len(check.rows)) - len(named)
+        out.append(Headline(label, text, check.anchor, named, more))
+    return out
 
 
 def file_rows(con: duckdb.DuckDBPyConnection, results: pl.DataFrame) -> list[dict]:
@@ -125,16 +156,22 @@ def gather(
     for f in files:
         f["file"] = relative(f["path"], root)
     result = outcome(results)
+    lines = outcome_lines(result.text, result.failures, result.warnings)
+    suites = suite_reports(con, results, root)
+    rejects, rejects_total = reject_groups(con, root)
     return Page(
         run_id=run_id,
         version=version,
         started_at=started_at,
         outcome=result.text,
-        lines=outcome_lines(result.text, result.failures, result.warnings),
-        suites=suite_reports(con, results, root),
+        lines=lines,
+        suites=suites,
         files=files,
         root=root,
         trend=trend_of(history),
+        headlines=headlines(results, lines, suites),
+        rejects=rejects,
+        rejects_total=rejects_total,
     )
 
 
@@ -191,11 +228,11 @@ def build_run_page(
 
 
 def tables_read(results: pl.DataFrame) -> set[str]:
-    """The tables `gather` reads for the page of `results`: the files, and the tables of
-    failing rows with the papers that name them."""
+    """The tables `gather` reads for the page of `results`: the files, the rejects, and the
+    tables of failing rows with the papers that name them."""
     failing = results.filter(~pl.col("success") & pl.col("unexpected_ids").list.len().gt(0))
     suites = set(failing["suite"].to_list())
-    return {"sources"} | suites | ({"papers"} if suites else set())
+    return {"sources", "rejects"} | suites | ({"papers"} if suites else set())
 
 
 def build_page_while_publishing(

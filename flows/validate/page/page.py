@@ -7,6 +7,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from flows.validate.headlines import KEYS_OF_TABLE, noun, number
+
 VALUE_CHARS = 120  # longest offending value shown; longer text is cut around the match
 THIS_RUN = "this run"
 
@@ -43,12 +45,49 @@ class Check:
     observed_value: Any
     rows: list[FailingRow] = field(default_factory=list)
     more_rows: int = 0  # failing rows beyond those listed
+    anchor: str = ""  # the check's id on the page
 
     @property
     def outcome(self) -> str:
         if self.success:
             return "passed"
         return "failed: blocks the publish" if self.blocking else "failed: warning"
+
+
+@dataclass
+class Headline:
+    """A failed check in the words the run printed, with the first rows it names."""
+
+    label: str  # data-quality failure | data-quality warning
+    text: str
+    anchor: str  # the check's id on the page
+    rows: list[FailingRow]
+    more: int  # failing rows beyond those named here
+
+
+@dataclass
+class RejectedRecord:
+    """A record that was not accepted, as the page lists it."""
+
+    location: str  # file:line, relative to the page's root folder
+    record_no: int | None
+    reason: str
+    snippet: str  # its first characters, on one line
+
+
+@dataclass
+class RejectGroup:
+    """The rejected records of one file that broke one rule."""
+
+    file: str
+    path: str | None
+    rule: str
+    count: int  # every reject of this file and rule
+    records: list[RejectedRecord]
+
+    @property
+    def more(self) -> int:
+        return self.count - len(self.records)
 
 
 @dataclass
@@ -86,6 +125,11 @@ class SuiteReport:
             return "not checked"
         return status_of(self.failed_blocking, self.failed_warning)
 
+    @property
+    def rank(self) -> int:
+        """Where the suite comes on the page: failures, then warnings, then passed."""
+        return ("failed", "passed with warnings", "passed", "not checked").index(self.status)
+
 
 @dataclass
 class TrendPoint:
@@ -122,19 +166,30 @@ class Page:
     root: str  # the folder file locations are relative to
     trend: list[SuiteTrend]
     data_docs: str | None = None  # link to the GX Data Docs index, relative to the page
+    headlines: list[Headline] = field(default_factory=list)  # the failed checks, as told
+    rejects: list[RejectGroup] = field(default_factory=list)  # by file, then rule
+    rejects_total: int = 0  # every rejected record of the run, listed or not
+    warehouse: str | None = None  # for the command that lists every reject
+
+    @property
+    def rejects_listed(self) -> int:
+        return sum(len(g.records) for g in self.rejects)
+
+    @property
+    def rejects_query(self) -> str:
+        """The command that lists every rejected record of this version."""
+        where = f" -w {self.warehouse}" if self.warehouse else ""
+        version = f" --version {self.version}" if self.version is not None else ""
+        return (
+            'paperlake query "select source_path, line, rule, reason, raw_snippet from '
+            f'rejects order by source_path, rule, record_no"{where}{version}'
+        )
 
     @property
     def title(self) -> str:
         if self.version is not None:
             return f"version {self.version}"
         return f"run {self.run_id[:8]} (stopped before publish)"
-
-
-def number(value: Any) -> str:
-    """A threshold or count as people write it: 1500, 0.999, 20."""
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        return str(value)
-    return f"{value:g}"
 
 
 def bounds(kwargs: dict[str, Any]) -> str:
@@ -153,8 +208,12 @@ def bounds(kwargs: dict[str, Any]) -> str:
     return "any"
 
 
-def threshold(expectation: str, kwargs: dict[str, Any]) -> str:
-    """What an expectation requires, in words."""
+def threshold(expectation: str, kwargs: dict[str, Any], suite: str = "") -> str:
+    """What an expectation requires, in words ("every neighbor_id of neighbors is a paper"
+    for a reference between tables)."""
+    if expectation == KEYS_OF_TABLE:
+        of = f" of {suite}" if suite else ""
+        return f"every {kwargs.get('column')}{of} is a {noun(kwargs.get('table') or '', 1)}"
     text = {
         "expect_column_values_to_not_be_null": "no missing values",
         "expect_column_values_to_be_null": "every value missing",

@@ -58,12 +58,20 @@ def page_as_json(page: Page) -> dict[str, Any]:
         "files": page.files,
         "trend": [asdict(t) for t in page.trend],
         "data_docs": page.data_docs,
+        "headlines": [asdict(h) for h in page.headlines],
+        "rejects": {
+            "total": page.rejects_total,
+            "listed": page.rejects_listed,
+            "query": page.rejects_query,
+            "groups": [asdict(g) | {"more": g.more} for g in page.rejects],
+        },
     }
 
 
 def link_data_docs(page: Page, settings: Settings, path: Path | None = None) -> None:
-    """Point the page at the GX Data Docs when they exist: relative to the page's file
-    `path`, or as the index's own path."""
+    """Point the page at its warehouse, and at the GX Data Docs when they exist: relative
+    to the page's file `path`, or as the index's own path."""
+    page.warehouse = str(settings.warehouse)
     index = settings.warehouse / DATA_DOCS_INDEX
     if not index.exists():
         return

@@ -3,13 +3,13 @@ offending value, read from the tables the checks named them in."""
 
 from __future__ import annotations
 
-import os
 from typing import Any
 
 import duckdb
 import polars as pl
 
 from flows.core.lake import define_paper_title, read_sql
+from flows.core.wording import relative
 from flows.validate.page.page import FailingRow, short_value
 from flows.validate.suites import Suite, prepare
 
@@ -52,23 +52,6 @@ def rows_by_key(
         [pl.col(c).cast(pl.String).fill_null("None") for c in id_columns], separator="/"
     )
     return prepared.with_columns(_key=key)
-
-
-def relative(path: str | None, root: str) -> str | None:
-    if path is None:
-        return None
-    return path[len(root) + 1 :] if root and path.startswith(root + "/") else path
-
-
-def common_root(paths: list[str]) -> str:
-    """The folder all raw files lie in, so locations read `file.txt:12`."""
-    folders = [os.path.dirname(p) for p in paths if p]
-    if not folders:
-        return ""
-    try:
-        return os.path.commonpath(folders)
-    except ValueError:  # absolute and relative paths mixed
-        return ""
 
 
 def paper_labels(con: duckdb.DuckDBPyConnection, paper_ids: set[str]) -> dict[str, dict]:

@@ -44,7 +44,8 @@ def value_rows(rows: list[dict[str, Any]], points: list[TrendPoint]) -> list[dic
             expectation_key(r["expectation"], r["column_name"], r["kwargs"]), {"cells": {}}
         )
         kwargs = json.loads(r["kwargs"]) if r["kwargs"] else {}
-        entry["label"] = f"{r['column_name'] or 'table'}: {threshold(r['expectation'], kwargs)}"
+        expected = threshold(r["expectation"], kwargs, r["suite"])
+        entry["label"] = f"{r['column_name'] or 'table'}: {expected}"
         entry["severity"] = r["severity"]
         value = json.loads(r["observed_value"]) if r["observed_value"] else None
         if value is not None:
