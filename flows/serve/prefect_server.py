@@ -11,7 +11,6 @@ dies.
 
 from __future__ import annotations
 
-import asyncio
 import inspect
 import logging
 import os
@@ -32,6 +31,7 @@ import prefect
 from prefect.events.worker import EventsWorker
 from prefect.logging.handlers import APILogHandler, APILogWorker
 from prefect.server.schemas.schedules import CronSchedule, IntervalSchedule
+from prefect.utilities.asyncutils import run_coro_as_sync
 from prefect.settings import (
     PREFECT_API_URL,
     PREFECT_UI_URL,
@@ -110,7 +110,8 @@ def next_run_times(cron: str | None, interval: int | None, n: int = 3) -> list:
     )
     dates = schedule.get_dates(n)
     if inspect.isawaitable(dates):  # some schedules compute their dates asynchronously
-        dates = asyncio.run(dates)
+        # Prefect's own loop thread: works whether or not this thread runs an event loop.
+        dates = run_coro_as_sync(dates)
     return list(dates)
 
 
