@@ -111,6 +111,48 @@ def test_a_missing_data_file_is_named_then_mended_by_doctor(prefect_server, copy
     assert again.exit_code == 0 and "lost: topics at version 1" in said(again)
 
 
+LATER = (
+    "ICLR 2026 Papers\n\nTabular foundation models pre-trained on synthetic tables classify "
+    "small real datasets in one forward pass; we show where they fail on wide tables and "
+    "propose a fix.\n"
+)
+
+
+def topic_sizes(settings: Settings) -> list[int]:
+    with open_lake(settings) as con:
+        rows = con.execute("select count(*) from paper_topics group by topic_id").fetchall()
+    return sorted(n for (n,) in rows)
+
+
+def test_a_lost_topics_delete_file_refits_topics_and_drops_none(prefect_server, raw_copy, tmp_path):
+    """A second run updates some topics in place (a delete file); with that file lost, the
+    salvage keeps some topic rows only: the rebuild fits topics afresh rather than carry
+    the survivors over, so every paper has its topic as a fresh build gives it."""
+    from flows.pipeline import paperlake
+
+    settings = Settings(warehouse=tmp_path / "warehouse", raw=(raw_copy,))
+    paperlake(raw=[str(raw_copy)], warehouse=str(settings.warehouse))
+    (raw_copy / "later.txt").write_text(LATER)
+    paperlake(raw=[str(raw_copy)], warehouse=str(settings.warehouse))
+    (deletes,) = (settings.warehouse / "data" / "main" / "topics").glob("*-delete.parquet")
+    deletes.unlink()
+
+    shown = CliRunner().invoke(app, ["doctor", "--repair", "-w", str(settings.warehouse)])
+    assert shown.exit_code == 0, shown.output
+    text = said(shown)
+    assert "topics lost rows in the salvage: they are fit afresh" in text
+    assert "repaired: the latest version (version 4) reads whole" in text
+    fresh = Settings(warehouse=tmp_path / "fresh", raw=(raw_copy,))
+    paperlake(raw=[str(raw_copy)], warehouse=str(fresh.warehouse))
+    assert topic_sizes(settings) == topic_sizes(fresh)
+    assert sum(topic_sizes(settings)) == 39  # every paper, the later one too
+    with open_lake(settings) as con:
+        orphans = (
+            "select count(*) from paper_topics where topic_id not in (select topic_id from topics)"
+        )
+        assert con.execute(orphans).fetchone() == (0,)
+
+
 def test_doctor_finds_damaged_caches_and_repair_drops_them(copy):
     (part,) = (copy.warehouse / "cache" / "neighbors").glob("lists-*.parquet")
     garble(part, 100, 64)

@@ -12,6 +12,8 @@ from flows.cli.output import MAX_ROWS, Format, err, fail, out, print_frame
 from flows.core.errors import WarehouseError
 from flows.core.settings import Settings
 
+CARRIED_TOPICS = ("topics", "paper_topics")  # the tables a run carries its topics over from
+
 
 @setting_options("warehouse", "catalog", "data_path")
 def doctor(
@@ -58,7 +60,9 @@ def doctor(
         if table in HISTORY_TABLES and dropped:
             out.print(f"lost: {dropped} rows of {table}, a record of past runs no rebuild makes")
     if up.damaged_tables():
-        rebuild(settings, raw)
+        # Topics a run carries over: a salvage that lost some would drop live topics.
+        refit = any(dropped for t, (_, dropped) in salvaged.items() if t in CARRIED_TOPICS)
+        rebuild(settings, raw, refit)
     after = check_warehouse(settings)
     if after.mendable():
         show(after, fmt, max_rows)
@@ -99,8 +103,9 @@ def show(up, fmt: Format, max_rows: int) -> None:
     print_frame(pl.DataFrame(rows), fmt, max_rows)
 
 
-def rebuild(settings: Settings, raw: list[Path] | None) -> None:
-    """A forced run of the latest version's settings (its raw files, or `raw`)."""
+def rebuild(settings: Settings, raw: list[Path] | None, refit: bool = False) -> None:
+    """A forced run of the latest version's settings (its raw files, or `raw`); with
+    `refit`, topics fit afresh rather than carried over from what a salvage left."""
     from flows.cli.run import flow_parameters, print_summary
     from flows.pipeline import run_here
     from flows.publish import latest_config
@@ -113,6 +118,9 @@ def rebuild(settings: Settings, raw: list[Path] | None) -> None:
     given |= {"catalog": settings.catalog, "data_path": settings.data_path}
     if raw:
         given["raw"] = raw
+    if refit:
+        given["refit_topics"] = True
+        out.print("topics lost rows in the salvage: they are fit afresh")
     again = Settings(warehouse=settings.warehouse, **given)
     missing = [str(p) for p in again.raw if not Path(p).exists()]
     if missing:
