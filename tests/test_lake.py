@@ -125,8 +125,8 @@ def test_the_readme_duckdb_recipe_opens_the_warehouse(sample_run, monkeypatch):
     from flows.core.lake import connect
     from flows.core.settings import PROJECT_ROOT
 
-    readme = (PROJECT_ROOT / "README.md").read_text()
-    recipe = readme[readme.index("ATTACH 'ducklake:warehouse") :].split(";", 1)[0]
+    page = (PROJECT_ROOT / "docs" / "python-api.md").read_text()
+    recipe = page[page.index("ATTACH 'ducklake:warehouse") :].split(";", 1)[0]
     monkeypatch.chdir(sample_run.settings.warehouse.resolve().parent)
     con = connect()
     con.execute(recipe)
@@ -196,7 +196,7 @@ def test_an_s3_data_path_is_given_as_is_and_loads_httpfs(tmp_path):
 
 
 def test_a_persistent_s3_secret_reaches_every_paperlake_connection(tmp_path):
-    """The README's recipe: one CREATE PERSISTENT SECRET per machine, then runs use it."""
+    """docs/cluster-and-catalog.md's recipe: one CREATE PERSISTENT SECRET a machine, runs use it."""
     import os
     import subprocess
     import sys

@@ -218,8 +218,8 @@ def test_the_query_connection_is_locked_down(sample_run):
 
 
 def readme_example_queries() -> list[str]:
-    readme = (PROJECT_ROOT / "README.md").read_text()
-    block = readme.split("Example queries:", 1)[1].split("```sql", 1)[1].split("```", 1)[0]
+    page = (PROJECT_ROOT / "docs" / "cli.md").read_text()
+    block = page.split("Example queries", 1)[1].split("```sql", 1)[1].split("```", 1)[0]
     return [s.strip() for s in block.split(";") if s.strip()]
 
 
