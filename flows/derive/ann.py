@@ -79,6 +79,9 @@ def train(ids: list[str], vectors: np.ndarray, seed: int = IVF_SEED) -> PaperInd
 
     n, dim = vectors.shape
     lists = list_count(n)
+    if lists == 1:  # every paper in one list (too few for k-means): any unit centroid
+        centroids = np.eye(1, dim, dtype=np.float32)
+        return PaperIndex(centroids, filed(ids, np.zeros(n, dtype=np.int32)))
     rng = np.random.default_rng(seed)
     sample = np.sort(rng.choice(n, min(n, IVF_TRAIN_PER_LIST * lists), replace=False))
     kmeans = faiss.Kmeans(dim, lists, niter=IVF_TRAIN_ROUNDS, seed=seed, spherical=True)
