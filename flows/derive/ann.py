@@ -23,7 +23,7 @@ HNSW_SEARCH_BREADTH = 64
 # Lists = IVF_LISTS_PER_ROOT x sqrt(papers), and IVF_PROBES of them scanned a query: the
 # recall and seconds of bench/ann_recall.py (docs in its header).
 IVF_LISTS_PER_ROOT = 2
-IVF_PROBES = 24
+IVF_PROBES = 160
 # k-means on at most this many papers a list (FAISS asks for 39 at least), from IVF_SEED.
 IVF_TRAIN_PER_LIST = 64
 IVF_SEED = 1234
