@@ -100,7 +100,7 @@ def test_hnsw_neighbours_agree_with_exact_and_are_repeatable():
     assert again.equals(graph)
 
 
-@pytest.mark.parametrize("method", ["exact", "hnsw"])
+@pytest.mark.parametrize("method", ["exact", "hnsw", "ivf"])
 def test_a_crowd_of_copies_keeps_each_papers_closest_pairs_and_one_group(monkeypatch, method):
     """Each paper keeps its PAIR_CAP closest pairs (exactly, also where the graph is
     crowded); every copy still lands in one group."""
@@ -121,15 +121,16 @@ def test_a_crowd_of_copies_keeps_each_papers_closest_pairs_and_one_group(monkeyp
     assert set(groups["group_id"]) == {"p00"} and set(groups["group_size"]) == {9}
 
 
-def test_auto_method_switches_to_hnsw_above_the_exact_limit():
+def test_auto_method_switches_to_the_ivf_index_above_the_exact_limit():
     assert neighbours.neighbor_method("auto", 20_000, 20_000) == "exact"
-    assert neighbours.neighbor_method("auto", 20_001, 20_000) == "hnsw"
+    assert neighbours.neighbor_method("auto", 20_001, 20_000) == "ivf"
     assert neighbours.neighbor_method("exact", 10**6, 20_000) == "exact"
-    with pytest.raises(ValueError, match="neighbour method must be one of auto, exact, hnsw"):
+    assert neighbours.neighbor_method("hnsw", 10, 20_000) == "hnsw"
+    with pytest.raises(ValueError, match="neighbour method must be one of auto, exact, hnsw, ivf"):
         neighbours.neighbor_method("annoy", 10, 20_000)
     top, pairs = neighbours.nearest([], np.zeros((0, 8), np.float32), 5, 0.9, method="hnsw")
     assert top.height == pairs.height == 0
-    with pytest.raises(ValueError, match="neighbors_method must be auto, exact or hnsw"):
+    with pytest.raises(ValueError, match="neighbors_method must be auto, exact, hnsw or ivf"):
         Settings(neighbors_method="annoy")
 
 

@@ -59,7 +59,7 @@ def test_the_file_takes_every_setting_and_leaves_its_file_rules_to_ingest(here):
 @pytest.mark.parametrize(
     ("file", "env", "given", "message"),
     [
-        ("", {}, {"neighbors_method": "annoy"}, "neighbors_method must be auto, exact or hnsw"),
+        ("", {}, {"neighbors_method": "annoy"}, "neighbors_method must be auto, exact, hnsw or"),
         ("", {}, {"duplicate_threshold": 1.5}, "duplicate_threshold must be in (0, 1]"),
         ("", {}, {"cluster": "dask"}, "cluster 'dask' must be local:N"),
         ("", {}, {"batch_szie": 8}, "batch_szie: not a setting"),

@@ -41,7 +41,7 @@ SETTINGS_FILE = "paperlake.toml"
 
 # The packaged model is the default; any local sentence-transformers folder works too.
 PACKAGED_MODEL = "all-MiniLM-L6-v2"
-NeighborMethod = Literal["auto", "exact", "hnsw"]
+NeighborMethod = Literal["auto", "exact", "hnsw", "ivf"]
 Precision = Literal["auto", "bf16", "fp32", "openvino-fp32", "openvino-bf16", "onnx-fp32"]
 Device = Literal["auto", "cpu", "cuda"]
 NEIGHBOR_METHODS: tuple[str, ...] = get_args(NeighborMethod)
@@ -203,7 +203,9 @@ class Settings(BaseSettings):
     neighbors_k: int = Field(10, description="Nearest neighbours kept per paper.")
     neighbors_method: NeighborMethod = Field(
         "auto",
-        description="Neighbour search; auto: exact up to exact_neighbors_max papers, HNSW above.",
+        description="Neighbour search; auto: exact up to exact_neighbors_max papers, above it an "
+        "IVF index kept in the cache per model and updated by each run (ivf); hnsw: a graph "
+        "built for each search.",
     )
     exact_neighbors_max: int = Field(
         20_000, description="Most papers for which auto searches neighbours exactly."

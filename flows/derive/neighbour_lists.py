@@ -14,6 +14,7 @@ from flows.core import cache
 from flows.core.cluster import cluster_workers, fan_out
 from flows.core.run_record import run_logger
 from flows.core.settings import Settings
+from flows.derive.ann import IndexStore, kept_index
 from flows.derive.neighbours import (
     BEST_FIRST,
     CANDIDATE_SCHEMA,
@@ -24,6 +25,9 @@ from flows.derive.neighbours import (
     concat_triples,
     exact_rows,
     id_frame,
+    index_rows,
+    index_search,
+    listed_rows,
     nearest_in_pieces,
     neighbor_method,
     pair_scores,
@@ -31,6 +35,10 @@ from flows.derive.neighbours import (
     positions,
     trim_lists,
 )
+
+# How much further than its own list a new paper's nearest are looked through for the old
+# papers whose lists it enters (`indexed_update`): bench/ann_recall.py.
+REVERSE_WIDTH = 2
 
 
 class NeighbourLists:
@@ -87,19 +95,22 @@ def update_candidates(
     previous_ids: list[str],
     k: int,
     threshold: float,
+    index=None,
 ) -> pl.DataFrame:
-    """`candidates` (exact) as `trim_lists` keeps them, from the lists of a previous set of
-    papers: work grows with the papers added or removed times all papers, never with all
-    papers squared.
+    """`candidates` as `trim_lists` keeps them, from the lists of a previous set of papers:
+    work grows with the papers added or removed times all papers (exact), or with the
+    papers added or removed alone (through `index`), never with all papers squared.
 
-    New papers are searched against all; an old paper's list gains the new papers that
-    enter it; an old paper that lost a listed neighbour is searched again. Equal to
-    searching everything again, up to float rounding of the scores. Lists that no new
-    paper enters are kept as they are, in their rows.
+    New papers are searched; an old paper's list gains the new papers that enter it; an
+    old paper that lost a listed neighbour is searched again. Without `index`, equal to
+    searching everything again exactly, up to float rounding of the scores. Lists that no
+    new paper enters are kept as they are, in their rows.
 
     Args:
         previous: the candidate lists of `previous_ids` (vectors unchanged since), trimmed
             (`trim_lists`) by the same `k` and `threshold`.
+        index: a FAISS index of `vectors` (row numbers as ids) to search with
+            (`indexed_update`); without it, new papers are searched against all exactly.
     """
     n = len(ids)
     take = min(width, n - 1)
@@ -120,8 +131,7 @@ def update_candidates(
     listed[whole["row"].to_numpy()] = True
     search = np.flatnonzero(~listed)  # new papers and old ones whose lists broke
     # Only lists a new paper enters change: their lowest score is what a newcomer must
-    # reach (no other paper's list takes one). The new papers' products with all papers,
-    # made for their own lists, tell which.
+    # reach (no other paper's list takes one).
     # A list of fewer than `take` rows was trimmed: a newcomer at the threshold enters it
     # too (a float32 at or below it: one that enters in vain is trimmed again).
     at_threshold = np.nextafter(np.float32(threshold), np.float32(-np.inf))
@@ -130,9 +140,32 @@ def update_candidates(
     floors = np.full(n, np.inf, dtype=np.float32)
     floors[whole["row"].to_numpy()] = np.where(short, np.minimum(floor, at_threshold), floor)
     matrix = np.ascontiguousarray(vectors, dtype=np.float32)
+    if index is None:
+        lists, entering = exact_update(matrix, search, width, is_new, floors)
+    else:
+        lists, entering = indexed_update(index, matrix, search, width, threshold, is_new, floors)
+    searched = trim_lists(id_frame(ids, *lists), k, threshold)
+    came = id_frame(ids, *entering)
+    gaining = came["paper_id"].unique().implode()
+    rank = pl.int_range(pl.len()).over("paper_id")
+    merged = (
+        pl.concat([intact.filter(pl.col("paper_id").is_in(gaining)), came])
+        .sort(**BEST_FIRST)
+        .filter((rank < take) & ((rank < k) | (pl.col("score") >= threshold)))
+    )
+    return pl.concat([searched, merged, intact.filter(~pl.col("paper_id").is_in(gaining))])
+
+
+def exact_update(
+    matrix: np.ndarray, search: np.ndarray, width: int, is_new: np.ndarray, floors: np.ndarray
+) -> tuple[Triples, Triples]:
+    """The lists of the papers at `search`, exactly against all papers, and the pairs
+    (old paper, new paper, score) where a new paper enters an old paper's list (it reaches
+    the old list's floor, `floors`: inf for papers searched)."""
     parts: list[Triples] = []
 
     def enter(here: np.ndarray, block: np.ndarray) -> None:
+        # The new papers' products with all papers, made for their own lists, tell which.
         fresh = np.flatnonzero(is_new[here])
         for start in range(0, len(fresh), TOP_K_ROWS):  # a few rows at a time
             rows = fresh[start : start + TOP_K_ROWS]
@@ -143,16 +176,35 @@ def update_candidates(
             newcomers = here[rows][at]
             parts.append((old, newcomers, pair_scores(matrix, old, newcomers)))
 
-    searched = trim_lists(id_frame(ids, *exact_rows(matrix, search, width, enter)), k, threshold)
-    came = id_frame(ids, *concat_triples(parts))
-    gaining = came["paper_id"].unique().implode()
-    rank = pl.int_range(pl.len()).over("paper_id")
-    merged = (
-        pl.concat([intact.filter(pl.col("paper_id").is_in(gaining)), came])
-        .sort(**BEST_FIRST)
-        .filter((rank < take) & ((rank < k) | (pl.col("score") >= threshold)))
-    )
-    return pl.concat([searched, merged, intact.filter(~pl.col("paper_id").is_in(gaining))])
+    return exact_rows(matrix, search, width, enter), concat_triples(parts)
+
+
+def indexed_update(
+    index,
+    matrix: np.ndarray,
+    search: np.ndarray,
+    width: int,
+    threshold: float,
+    is_new: np.ndarray,
+    floors: np.ndarray,
+) -> tuple[Triples, Triples]:
+    """`exact_update` through an index of all papers, the new ones in it: each paper at
+    `search` gets the `width` nearest the index finds; a new paper enters the lists of the
+    old papers among the REVERSE_WIDTH x `width` nearest it finds whose floors it reaches.
+
+    A new paper q enters an old paper p's list when p is near q for p, which is near q
+    for q too unless q lies in a crowd denser than p's: looking further among q's nearest
+    than q's own list reaches catches those (bench/ann_recall.py measures what is missed).
+    Two new papers meet in the index, as old ones do.
+    """
+    fetch = max(width, REVERSE_WIDTH * width)
+    cols, scores = index_search(index, matrix, search, fetch)
+    lists = listed_rows(matrix, search, cols, scores, width, threshold)
+    fresh = is_new[search]
+    cols, scores = cols[fresh], scores[fresh]
+    newcomers = np.broadcast_to(search[fresh][:, None], cols.shape)
+    enters = (cols >= 0) & (scores >= floors[np.maximum(cols, 0)])
+    return lists, (cols[enters], newcomers[enters], scores[enters])
 
 
 def list_ends(lists: pl.DataFrame) -> pl.DataFrame:
@@ -191,14 +243,15 @@ def search_lists(
     search, on the cluster's workers where there is one.
 
     Exact mode updates only exact lists (the result equals a new exact search). Above
-    `exact_neighbors_max` the lists a graph search left (or exact ones from a smaller
-    warehouse) are updated the same way: new papers and papers that lost a neighbour are
-    searched exactly against all, so a run costs what changed there too, and its lists
-    are at least as good as the graph's.
+    `exact_neighbors_max` (auto) an IVF index of the papers is kept per model beside the
+    lists (`ann.kept_index`) and updated for the papers added and removed; the lists it
+    left (or exact ones from a smaller warehouse) are updated through it: only new papers
+    and papers that lost a neighbour are searched, so a run costs what changed. The hnsw
+    method builds a graph for a search and updates its lists exactly.
 
     Args:
-        model_key: names the vectors (model, weights, precision): only lists made for
-            vectors of the same model are updated.
+        model_key: names the vectors (model, weights, precision): only lists and indexes
+            made for vectors of the same model are updated.
         rows_task: the Prefect task that runs `search_rows` on a worker (rows, matrix,
             graph, settings), where the flow runs on a Dask cluster.
     """
@@ -210,28 +263,35 @@ def search_lists(
     exact = method == "exact"
     lists, other = (exact_lists, graph_lists) if exact else (graph_lists, exact_lists)
     previous = lists.load() or (None if exact else exact_lists.load())
+    store = IndexStore(folder, model_key)
+    index = kept_index(store, ids, vectors) if method == "ivf" and ids else None
+    if index is None:
+        store.drop()  # no stale index: one is kept only while it is updated
     if previous:
-        found = update_candidates(ids, vectors, width, *previous, *kept)
+        found = update_candidates(ids, vectors, width, *previous, *kept, index=index)
         came, left = set(ids).difference(previous[1]), set(previous[1]).difference(ids)
         run_logger().info(
             "neighbours: the last run's lists updated (%d papers new, %d gone)",
             len(came), len(left),
         )  # fmt: skip
     else:  # a search's lists, trimmed as an update leaves them
-        found = trim_lists(search_all(ids, vectors, settings, rows_task), *kept)
+        found = trim_lists(search_all(ids, vectors, settings, rows_task, index), *kept)
     lists.save(ids, found)
     cache.drop(other.path)  # one kind of list at a time: no stale ones
     return found
 
 
 def search_all(
-    ids: list[str], vectors: np.ndarray, settings: Settings, rows_task: Any = None
+    ids: list[str], vectors: np.ndarray, settings: Settings, rows_task: Any = None, index=None
 ) -> pl.DataFrame:
-    """`candidates` of every paper: here, or in pieces on the cluster's workers where the
-    flow has some and `rows_task` runs a piece (`search_rows`)."""
+    """`candidates` of every paper (through `index` where given): here, or in pieces on the
+    cluster's workers where the flow has some and `rows_task` runs a piece (`search_rows`)."""
     workers = cluster_workers() if rows_task is not None else 0
     search = (list_width(settings), settings.duplicate_threshold, settings.neighbors_method,
               settings.exact_neighbors_max)  # fmt: skip
+    if not workers and index is not None:
+        rows = np.arange(len(ids))
+        return id_frame(ids, *index_rows(index, vectors, rows, *search[:2]))
     if not workers:
         return candidates(ids, vectors, *search)
 
@@ -239,4 +299,4 @@ def search_all(
         return fan_out(rows_task, ranges, matrix=matrix, graph=graph, settings=settings)
 
     folder = settings.cache_path / "neighbors"
-    return nearest_in_pieces(ids, vectors, *search, folder, fan, pieces=2 * workers)
+    return nearest_in_pieces(ids, vectors, *search, folder, fan, 2 * workers, index)

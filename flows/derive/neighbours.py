@@ -1,6 +1,7 @@
-"""Each paper's nearest papers: exact (blockwise products) or through an HNSW graph, the
-candidate lists top-k neighbours and near-duplicate pairs are read from, and the search
-split into row ranges for a cluster's workers."""
+"""Each paper's nearest papers: exact (blockwise products) or through an index (an HNSW
+graph, an IVF index: flows/derive/ann.py), the candidate lists top-k neighbours and
+near-duplicate pairs are read from, and the search split into row ranges for a cluster's
+workers."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from threadpoolctl import threadpool_limits
 
 from flows.core.progress import progress
 from flows.core.settings import NEIGHBOR_METHODS
+from flows.derive import ann
 from flows.embed import compute_threads
 
 # Rows whose products with every paper are made at a time: `top_k` passes over a block
@@ -37,20 +39,18 @@ def vectors_of(embeddings: pl.DataFrame, ids: pl.Series) -> np.ndarray:
     return ordered["embedding"].cast(pl.Array(pl.Float32, dim)).to_numpy().astype(np.float32)
 
 
-HNSW_LINKS = 32  # graph degree: recall 0.998 at 10,000 bench abstracts (make bench-scaling)
-HNSW_BUILD_BREADTH = 40
-HNSW_SEARCH_BREADTH = 64
 # Most near-duplicate pairs kept per paper (its closest): a corpus of many copies then
 # costs memory linear in its size; duplicate_groups still holds every copy.
 PAIR_CAP = 32
 
 
 def neighbor_method(method: str, n: int, exact_max: int) -> str:
-    """exact or hnsw: `auto` takes exact up to `exact_max` papers, where it is also faster."""
+    """exact, hnsw or ivf: `auto` takes exact up to `exact_max` papers, where it is also
+    faster, and above it the IVF index that later runs update (`ann.kept_index`)."""
     if method not in NEIGHBOR_METHODS:
         raise ValueError(f"neighbour method must be one of {', '.join(NEIGHBOR_METHODS)}")
     if method == "auto":
-        return "exact" if n <= exact_max else "hnsw"
+        return "exact" if n <= exact_max else "ivf"
     return method
 
 
@@ -65,8 +65,8 @@ def nearest(
     """Top-k neighbours of every paper, and its pairs at cosine >= `threshold` (at most
     PAIR_CAP a paper: its closest).
 
-    Exact (blockwise matrix products) up to `exact_max` papers, an HNSW graph above it:
-    exact work grows with n^2 and the graph's with about n log n.
+    Exact (blockwise matrix products) up to `exact_max` papers, an IVF index above it:
+    exact work grows with n^2 and the index's with about n^1.5.
 
     Returns:
         top-k (paper_id, neighbor_id, score) and pairs (same columns).
@@ -99,11 +99,20 @@ def candidates(
     n = len(ids)
     if n == 0:
         return pl.DataFrame(schema=CANDIDATE_SCHEMA)
-    if neighbor_method(method, n, exact_max) == "exact":
+    index = approximate_index(neighbor_method(method, n, exact_max), ids, vectors)
+    if index is None:
         found = exact_rows(vectors, np.arange(n), width)
     else:
-        found = graph_rows(build_graph(vectors), vectors, 0, n, width, threshold)
+        found = index_rows(index, vectors, np.arange(n), width, threshold)
     return id_frame(ids, *found)
+
+
+def approximate_index(method: str, ids: list[str], vectors: np.ndarray):
+    """A FAISS index to search `vectors` with (row numbers as ids): an HNSW graph, or an IVF
+    index trained for them; None for exact search."""
+    if method == "hnsw":
+        return ann.build_graph(vectors)
+    return ann.fresh_index(ids, vectors) if method == "ivf" else None
 
 
 def trim_lists(found: pl.DataFrame, k: int, threshold: float) -> pl.DataFrame:
@@ -267,12 +276,14 @@ def nearest_in_pieces(
     workdir: Path,
     fan: Callable[[list[tuple[int, int]], Path, Path | None], list[Triples]],
     pieces: int,
+    index=None,
 ) -> pl.DataFrame:
     """`candidates`, the search split into ranges of query rows that `fan` runs elsewhere.
 
-    The matrix (and for hnsw the graph, built here) is written once to `workdir` for the
-    workers to read; `fan` maps the row ranges, the matrix file and the graph file (None
-    for exact search) to each range's triples, through `search_rows`.
+    The matrix (and for hnsw and ivf the index: `index` where given, else one built here)
+    is written once to `workdir` for the workers to read; `fan` maps the row ranges, the
+    matrix file and the index file (None for exact search) to each range's triples,
+    through `search_rows`.
     """
     if not len(ids):
         return pl.DataFrame(schema=CANDIDATE_SCHEMA)
@@ -281,11 +292,13 @@ def nearest_in_pieces(
     graph = None
     np.save(matrix, np.ascontiguousarray(vectors, dtype=np.float32))
     try:
-        if neighbor_method(method, len(ids), exact_max) == "hnsw":
+        if index is None:
+            index = approximate_index(neighbor_method(method, len(ids), exact_max), ids, vectors)
+        if index is not None:
             import faiss
 
-            graph = workdir / f"graph-{os.getpid()}.faiss"
-            faiss.write_index(build_graph(vectors), str(graph))
+            graph = workdir / f"index-{os.getpid()}.faiss"
+            faiss.write_index(index, str(graph))
         parts = fan(row_blocks(len(ids), pieces), matrix, graph)
     finally:
         matrix.unlink(missing_ok=True)
@@ -303,45 +316,58 @@ def search_rows(
         return exact_rows(vectors, np.arange(*rows), width)
     import faiss
 
-    return graph_rows(faiss.read_index(str(graph)), vectors, *rows, width, threshold)
+    return index_rows(faiss.read_index(str(graph)), vectors, np.arange(*rows), width, threshold)
 
 
-def build_graph(vectors: np.ndarray):
-    """A FAISS HNSW graph of `vectors` (inner product), built on one thread."""
-    import faiss
-
-    index = faiss.IndexHNSWFlat(vectors.shape[1], HNSW_LINKS, faiss.METRIC_INNER_PRODUCT)
-    index.hnsw.efConstruction = HNSW_BUILD_BREADTH
-    faiss.omp_set_num_threads(1)
-    index.add(np.ascontiguousarray(vectors, dtype=np.float32))
-    return index
-
-
-def graph_rows(
-    index, vectors: np.ndarray, first: int, stop: int, width: int, threshold: float
-) -> Triples:
-    """Graph search for the papers in rows [first, stop): their `width` nearest.
-
-    A paper whose graph neighbours all lie above `threshold` may have closer ones the
-    graph missed (a crowd of copies): its row is searched exactly.
-    """
+def index_search(index, matrix: np.ndarray, rows: np.ndarray, fetch: int):
+    """The `fetch` nearest other papers a FAISS index (HNSW or IVF, row numbers as ids)
+    finds for the papers at `rows`: columns and scores (`pair_scores`), rows x fetch, best
+    first (ties by column); -1 and -inf where it found fewer."""
     import faiss
 
     faiss.omp_set_num_threads(compute_threads())
-    n = len(vectors)
-    data = np.ascontiguousarray(vectors, dtype=np.float32)
-    fetch = min(n, width + 1)  # + 1: a paper finds itself
-    index.hnsw.efSearch = max(HNSW_SEARCH_BREADTH, fetch)
-    scores, cols = index.search(data[first:stop], fetch)
-    order = np.lexsort((cols, -scores), axis=-1)  # best first, ties by neighbour id
-    scores, cols = np.take_along_axis(scores, order, 1), np.take_along_axis(cols, order, 1)
-    rows = np.repeat(np.arange(first, stop), fetch).reshape(stop - first, fetch)
-    keep = (cols >= 0) & (cols != rows)
-    keep &= np.cumsum(keep, axis=1) <= width  # self and empty slots dropped, then cut
-    crowded = first + np.flatnonzero((keep & (scores >= threshold)).sum(axis=1) >= fetch - 1)
-    keep &= ~np.isin(rows, crowded)
-    listed = (rows[keep], cols[keep].astype(np.int64), scores[keep])
-    return concat_triples([listed, exact_rows(vectors, crowded, width)])
+    ann.set_breadth(index, fetch + 1)
+    _, cols = index.search(matrix[rows], min(len(matrix), fetch + 1))  # + 1: itself
+    cols = cols.astype(np.int64)
+    valid = (cols >= 0) & (cols != rows[:, None])
+    at, slot = np.nonzero(valid)
+    scores = np.full(cols.shape, -np.inf, dtype=np.float32)
+    scores[at, slot] = pair_scores(matrix, rows[at], cols[at, slot])
+    cols[~valid] = -1
+    order = np.lexsort((cols, -scores), axis=-1)[:, :fetch]
+    return np.take_along_axis(cols, order, 1), np.take_along_axis(scores, order, 1)
+
+
+def index_rows(index, vectors: np.ndarray, rows: np.ndarray, width: int, threshold: float):
+    """Index search for the papers at `rows`: their `width` nearest (Triples).
+
+    A paper whose found neighbours all lie above `threshold` may have closer ones the
+    index missed (a crowd of copies): its row is searched exactly.
+    """
+    matrix = np.ascontiguousarray(vectors, dtype=np.float32)
+    rows = np.asarray(rows, dtype=np.int64)
+    cols, scores = index_search(index, matrix, rows, width)
+    return listed_rows(matrix, rows, cols, scores, width, threshold)
+
+
+def listed_rows(
+    matrix: np.ndarray,
+    rows: np.ndarray,
+    cols: np.ndarray,
+    scores: np.ndarray,
+    width: int,
+    threshold: float,
+) -> Triples:
+    """The lists of the papers at `rows` from what an index found (`index_search`): each
+    its first `width`; crowded rows (every one found at `threshold` or more) exactly."""
+    cols, scores = cols[:, :width], scores[:, :width]
+    keep = cols >= 0
+    full = min(width, len(matrix) - 1)
+    crowded = (keep & (scores >= threshold)).sum(axis=1) >= full
+    keep &= ~crowded[:, None]
+    at = np.broadcast_to(rows[:, None], cols.shape)
+    listed = (at[keep], cols[keep], scores[keep])
+    return concat_triples([listed, exact_rows(matrix, rows[crowded], width)])
 
 
 def concat_triples(parts: list[Triples]) -> Triples:
