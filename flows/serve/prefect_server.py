@@ -31,13 +31,13 @@ import prefect
 from prefect.events.worker import EventsWorker
 from prefect.logging.handlers import APILogHandler, APILogWorker
 from prefect.server.schemas.schedules import CronSchedule, IntervalSchedule
-from prefect.utilities.asyncutils import run_coro_as_sync
 from prefect.settings import (
     PREFECT_API_URL,
     PREFECT_UI_URL,
     get_current_settings,
     temporary_settings,
 )
+from prefect.utilities.asyncutils import run_coro_as_sync
 
 from flows.core.settings import Settings, paperlake_cache
 
