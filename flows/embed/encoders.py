@@ -24,11 +24,21 @@ class Encoder(Protocol):
     def encode(self, texts: list[str], batch_size: int) -> np.ndarray: ...
 
 
+DTYPES = {"fp32": "float32", "bf16": "bfloat16", "fp16": "float16"}
+
+
 @dataclass
 class TorchEncoder:
-    """sentence-transformers' own encode, in the model's dtype (fp32, or bf16 where native)."""
+    """sentence-transformers' own encode, in the model's dtype (fp32, or bf16 where native).
+
+    `fed` (on a GPU): batches are tokenized apart from the model's run (`prepare`, then
+    `run`), so the next ones can be tokenized while the GPU computes these
+    (flows/embed/batches.py). On the CPU `encode` keeps sentence-transformers' own batches,
+    and with them the vectors published before.
+    """
 
     st: Any
+    fed: bool = False
 
     def encode(self, texts: list[str], batch_size: int) -> np.ndarray:
         import torch  # loaded already: `st` is a torch model
@@ -42,6 +52,50 @@ class TorchEncoder:
                 show_progress_bar=False,
             )
         return vectors.float().cpu().numpy()
+
+    def prepare(self, texts: list[str], batch_size: int) -> list[dict[str, Any]]:
+        """The model's input tensors for `texts`, in batches cut in the order given; in
+        pinned memory where the model is on a GPU, so `run` copies them without waiting."""
+        import torch
+
+        pin = self.st.device.type == "cuda"
+        batches = []
+        for start in range(0, len(texts), batch_size):
+            features = self.st.preprocess(texts[start : start + batch_size])
+            tensors = {k: v for k, v in features.items() if isinstance(v, torch.Tensor)}
+            batches.append({k: v.pin_memory() if pin else v for k, v in tensors.items()})
+        return batches
+
+    def run(self, batches: list[dict[str, Any]]) -> np.ndarray:
+        """Sentence vectors (float32, one row a text) of batches from `prepare`, in order."""
+        import torch
+
+        device = self.st.device
+        out = []
+        with torch.inference_mode():
+            for features in batches:
+                moved = {k: v.to(device, non_blocking=True) for k, v in features.items()}
+                out.append(self.st(moved)["sentence_embedding"])
+            return torch.cat(out).float().cpu().numpy()
+
+
+def torch_encoder(path: Path, device: str, precision: str) -> TorchEncoder:
+    """The sentence-transformers model in `path` on `device`, its weights cast once to
+    `precision` (fp32, bf16 or fp16: fp32 computes in fp32 whatever dtype the weights
+    were stored in); fed tokenized batches off the CPU."""
+    import torch
+    from sentence_transformers import SentenceTransformer
+
+    st = SentenceTransformer(str(path), device=device)
+    if precision in DTYPES:
+        st = st.to(getattr(torch, DTYPES[precision]))
+    return TorchEncoder(st, fed=device != "cpu")
+
+
+def embedding_dimension(st) -> int:
+    """The model's output dimension (the method was renamed in sentence-transformers 6)."""
+    getter = getattr(st, "get_embedding_dimension", None) or st.get_sentence_embedding_dimension
+    return int(getter())
 
 
 @dataclass

