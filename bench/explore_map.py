@@ -66,8 +66,7 @@ def main() -> None:
         base = found.group(1)
         first, body = fetch(base + "api/map")
         warm, _ = fetch(base + "api/map")
-        _, versions = fetch(base + "api/versions")
-        papers = int(re.search(rb'"papers":\s*(\d+)', versions).group(1))
+        papers = int(re.search(rb'"papers":\s*(\d+)', body).group(1))  # what the map holds
         loaded, elements = page_seconds(base, papers, args.shot)
         peak = Path(f"/proc/{server.pid}/status").read_text()
         rss = int(re.search(r"VmHWM:\s+(\d+) kB", peak).group(1)) / 1024
