@@ -428,7 +428,14 @@ def test_pages_and_assets_are_served_from_here(client):
         assert "http://" not in script.text.replace("http://www.w3.org/2000/svg", "")
         assert "https://" not in script.text
         modules += [m for m in re.findall(r'from "\./([\w.]+)"', script.text) if m not in modules]
-    assert sorted(modules) == ["app.js", "cards.js", "common.js", "map.js"]
+    assert sorted(modules) == [
+        "app.js",
+        "cards.js",
+        "common.js",
+        "labels.js",
+        "map.js",
+        "points.js",
+    ]
 
 
 @pytest.fixture(scope="module")
@@ -470,16 +477,24 @@ def opened(chromium, base: str, path: str = ""):
 
     page.route("**/*", only_the_server)
     page.goto(base + path)
-    page.wait_for_selector("#map circle", state="attached")
+    page.wait_for_selector("#map[data-points]", state="attached")
     return page, outside, errors
+
+
+SCREEN = "async (id) => (await import('/static/explore/map.js')).screenOf(id)"
+
+
+def drawn(page, what: str) -> str:
+    """What the map's canvas says it drew: points, shown, lit or focus."""
+    return page.get_attribute("#map", f"data-{what}")
 
 
 def test_explorer_in_chromium_searches_opens_a_paper_and_maps_every_paper(chromium, server, lake):
     base, _ = server
     _, ids = lake
     page, outside, errors = opened(chromium, base)
-    assert page.locator("#map circle").count() == 41
-    assert page.locator("#map text").count() == page.locator(".stats b").nth(1).evaluate(
+    assert drawn(page, "points") == "41" and page.locator("#map-view circle").count() == 0
+    assert page.locator("#labels text").count() == page.locator(".stats b").nth(1).evaluate(
         "b => Number(b.textContent)"
     )  # a label per topic
 
@@ -495,7 +510,7 @@ def test_explorer_in_chromium_searches_opens_a_paper_and_maps_every_paper(chromi
         .count("Ada Lovelace, Alan Turing")
         == 1
     )
-    assert page.locator("#map circle.lit").count() == page.locator("li.hit").count()
+    assert drawn(page, "lit") == str(page.locator("li.hit").count())
 
     page.locator(f'li.hit[data-paper="{ids["2501.01234"]}"] a[data-nav]').first.click()
     page.wait_for_selector("#nearest li.hit")
@@ -504,19 +519,22 @@ def test_explorer_in_chromium_searches_opens_a_paper_and_maps_every_paper(chromi
     assert page.locator("#nearest li.hit").count() == 10
     assert page.locator("#duplicates li.hit").get_attribute("data-paper") == ids["neon"]
     assert "extra.jsonl" in page.inner_text("#sources")
-    assert page.locator("#map circle").count() == 41
-    assert page.locator("#map circle.focus").get_attribute("data-paper") == ids["2501.01234"]
+    assert drawn(page, "points") == "41"
+    assert drawn(page, "focus") == ids["2501.01234"]
 
     page.go_back()  # the search again, from the address
     page.wait_for_selector("li.hit")
     assert page.input_value("#q") == "negative extrapolation self-training"
 
     page.select_option("#version", "1")  # version 1: 38 papers on the map
-    page.wait_for_function("document.querySelectorAll('#map circle').length === 38")
+    page.wait_for_selector('#map[data-points="38"]')
     assert "v=1" in page.url
-    other = page.locator("#map circle").nth(5)
-    pid = other.get_attribute("data-paper")
-    other.dispatch_event("click")
+    page.wait_for_selector("li.hit")
+    pid = page.locator("li.hit").last.get_attribute("data-paper")
+    x, y = page.evaluate(SCREEN, pid)
+    page.mouse.move(x, y)  # the tip names it, then a click opens it
+    page.wait_for_selector("#tip:not([hidden])")
+    page.mouse.click(x, y)
     page.wait_for_selector(f'article[data-paper="{pid}"]')
     assert page.url == f"{base}paper/{pid}?v=1"
 
@@ -543,7 +561,7 @@ def test_browsing_by_venue_to_an_author_and_a_venue_in_chromium(chromium, server
     assert shown_text(page, ".list-head .shown") == "1–20 of 40 papers"
     assert page.locator("li.hit").count() == 20
     assert page.locator(".year-head").all_inner_texts() == ["2026 · 40 papers"]
-    assert page.locator("#map circle.lit").count() == 20
+    assert drawn(page, "lit") == "20"
     page.click(".pager a[rel=next]")
     page.wait_for_function("document.querySelector('.list-head .shown')?.textContent[0] === '2'")
     assert page.url == f"{base}?venue=ICLR&page=2"
@@ -624,6 +642,19 @@ LABELS = """() => {
 }"""
 
 
+# The colour of the canvas's pixel at a paper's place.
+PIXEL = """async (id) => {
+    const [x, y] = (await import('/static/explore/map.js')).screenOf(id);
+    const canvas = document.querySelector('#map');
+    const box = canvas.getBoundingClientRect();
+    const scale = canvas.width / box.width;
+    const at = (v, from) => Math.floor((v - from) * scale);
+    const ctx = canvas.getContext('2d');
+    const [r, g, b] = ctx.getImageData(at(x, box.left), at(y, box.top), 1, 1).data;
+    return `rgb(${r}, ${g}, ${b})`;
+}"""
+
+
 def rgb(colour: str) -> str:
     r, g, b = bytes.fromhex(colour[1:])
     return f"rgb({r}, {g}, {b})"
@@ -642,20 +673,17 @@ def test_map_legend_toggles_topics_colours_by_venue_and_keeps_labels_apart(chrom
 
     largest = topics[0]["topic_id"]
     page.click(f'#legend button.entry[data-key="{largest}"]')
-    off = page.locator("#map circle.off")
-    assert off.count() == topics[0]["papers"] and off.first.is_hidden()
+    assert drawn(page, "shown") == str(41 - topics[0]["papers"])
     assert page.locator(f'#labels text[data-topic="{largest}"]').get_attribute("display") == "none"
     assert page.get_attribute(f'#legend button[data-key="{largest}"]', "aria-pressed") == "false"
     page.click(f'#legend button.entry[data-key="{largest}"]')
-    assert page.locator("#map circle.off").count() == 0
+    assert drawn(page, "shown") == "41"
 
     page.select_option("#colour-by", "venue")
     assert page.locator("#legend .entry .name").all_inner_texts() == ["ICLR", "TMLR"]
-    assert page.get_attribute(f'#map circle[data-paper="{ids["2312.07777"]}"]', "fill") == (
-        category_colour(1)
-    )
     page.click('#legend button.entry[data-key="0"]')  # ICLR off: the TMLR paper stays
-    assert page.locator("#map circle:not(.off)").count() == 1
+    assert drawn(page, "shown") == "1"
+    assert page.evaluate(PIXEL, ids["2312.07777"]) == rgb(category_colour(1))
 
     page.select_option("#colour-by", "topic")
     for button, times in (("#zoom-out", 4), ("#zoom-reset", 1), ("#zoom-in", 3)):

@@ -1,14 +1,12 @@
 """The explorer: a local web app over published versions (`paperlake explore`).
 
-One process serves many requests: the DuckDB connections (one per version looked at) and
-the query encoder stay open and warm, and what search reads of each version looked at is
-held in memory (a search then reads no DuckLake table). With the
-DuckDB-file catalog the connections read a copy of it (flows/read/catalog_copy.py), so that
-runs publish while the explorer serves, and the next request reads what they published.
-The page (templates/explore/, static/explore/) is one HTML shell whose scripts draw
-search, lists, the pages of papers, topics, authors and venues, and the map from the JSON
-API under /api/ (flows/serve/explorer_app.py, explorer_pages.py, explorer_map.py); every
-asset is served from here, so it works offline.
+One process serves many requests: the DuckDB connections (one per version looked at) and the
+query encoder stay warm, and what search reads of each version looked at is held in memory.
+With the DuckDB-file catalog the connections read a copy of it (flows/read/catalog_copy.py),
+so runs publish while the explorer serves, and the next request reads what they published.
+The page (templates/explore/, static/explore/) is one HTML shell whose scripts draw search,
+lists, the pages of papers, topics, authors and venues, and the map from the JSON API under
+/api/ (explorer_app.py, explorer_pages.py, explorer_map.py), all served from here: offline.
 """
 
 from __future__ import annotations
@@ -32,7 +30,7 @@ from flows.core.lake import (
 )
 from flows.core.settings import Settings
 from flows.read import MODES, Corpus, no_good_match, reader_of, similar_papers
-from flows.serve.explorer_map import paper_map
+from flows.serve.explorer_map import paper_map, paper_name
 from flows.serve.explorer_pages import (
     SEARCH_SORTS,
     BadRequest,
@@ -99,13 +97,12 @@ class Explorer:
     """The warehouse as the app reads it: a connection per version, opened on first use,
     and what search reads of each version, held in memory (`held`).
 
-    DuckDB connections are not shared between threads, and FastAPI answers plain
-    endpoints from a thread pool, so one lock serialises the work (`answered`); a request
-    costs milliseconds. Attaching a version costs a tenth of a second and more, so
-    connections stay open. A DuckDB-file catalog that any process holds open cannot be
-    written, so they read a copy of it (`copy`), taken anew at the first request after a
-    run changed the catalog; a PostgreSQL catalog is read as it is (nobody waits there).
-    Without `version` the app shows the latest version, a new one once it is published.
+    DuckDB connections are not shared between threads, and FastAPI answers plain endpoints
+    from a thread pool, so one lock serialises the work (`answered`); connections stay open
+    (attaching a version costs 0.1 s and more). A DuckDB-file catalog that any process holds
+    open cannot be written, so they read a copy of it (`copy`), taken anew at the first
+    request after a run changed the catalog; a PostgreSQL catalog is read as it is. Without
+    `version` the app shows the latest version, a new one once it is published.
     """
 
     def __init__(self, settings: Settings, version: int | None = None) -> None:
@@ -394,6 +391,10 @@ class Explorer:
 
     @answered
     def map(self, version: int | None = None) -> dict:
-        """Every paper's place, topic, venue, year and name, column by column, and the
-        colour and name of each topic, venue and year (flows/serve/explorer_map.py)."""
+        """Every paper's place, topic, venue and year, and their colours (explorer_map.py)."""
         return {"version": self.resolved(version)} | paper_map(self.lake(version))
+
+    @answered
+    def name(self, paper_id: str, version: int | None = None) -> dict:
+        """A paper's name, as the map shows it where one points at the paper."""
+        return paper_name(self.lake(version), paper_id, self.resolved(version))

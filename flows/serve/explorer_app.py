@@ -121,8 +121,14 @@ def add_api(app: FastAPI, explorer: Explorer) -> None:
         return explorer.topic(topic_id, version)
 
     @app.get("/api/map")
-    def paper_map(version: int | None = None) -> dict:
-        return explorer.map(version)
+    def paper_map(version: int | None = None) -> JSONResponse:
+        # Its columns hold a number a paper: sent as they are, not walked by FastAPI's
+        # encoder, which would take longer than the query that reads them.
+        return JSONResponse(explorer.map(version))
+
+    @app.get("/api/name/{paper_id}")
+    def name(paper_id: str, version: int | None = None) -> dict:
+        return explorer.name(paper_id, version)
 
     @app.get("/api/{rest:path}", include_in_schema=False)
     def unknown(rest: str) -> dict:

@@ -1,5 +1,7 @@
 """The explorer's map as its API answers it: every paper's place column by column, and what
-the map can colour by (topics, venues, years), each value with its colour and name.
+the map can colour by (topics, venues, years), each value with its colour and name. The
+columns are built by one query (sql/explore/map_points.sql) and hold small numbers: a
+paper's title, the longest thing it has, is asked for one paper at a time (`paper_name`).
 
 The colours come from flows/core/palette.py (the report's too), so the page keeps none of
 its own. Topics are named as the report names them (two terms of their label), except that
@@ -21,45 +23,43 @@ COLOURED_VENUES = 12  # venues with the most papers take a colour each; the rest
 
 
 def paper_map(con: duckdb.DuckDBPyConnection) -> dict[str, Any]:
-    """The map of the version `con` reads: points (paper_id, x, y, topic_id, venue as an
-    index into `venues`, year, title), topics (largest first, with name, short name,
-    colour and where their label goes), venues (most papers first) and years (oldest
-    first), each with its papers and colour."""
-    points = con.execute(read_sql("explore/map_points")).pl()
+    """The map of the version `con` reads: its papers column by column (paper_id, x, y,
+    topic_id, venue as an index into `venues`, year; in paper_id order, read in one query),
+    topics (largest first, with name, short name, colour and where their label goes),
+    venues (most papers first) and years (oldest first), each with its papers and colour.
+    A paper's title is not sent: the page asks for it (`paper_name`) when it shows it."""
+    row = con.execute(read_sql("explore/map_points")).fetchone()
+    columns = dict(zip([c[0] for c in con.description], row, strict=True))
     topics = con.execute(read_sql("explore/map_topics")).pl()
-    venues = (
-        points.drop_nulls("venue")
-        .group_by("venue")
-        .len("papers")
-        .sort(["papers", "venue"], descending=[True, False])
-    )
-    years = points.drop_nulls("year").group_by("year").len("papers").sort("year")
-    code = {venue: i for i, venue in enumerate(venues["venue"])}
+    venues, years = columns.pop("venues") or [], columns.pop("years") or []
     names = topic_names(topics)
+    papers = columns.pop("papers")
     return {
-        "points": {
-            "paper_id": points["paper_id"].to_list(),
-            "x": points["x"].to_list(),
-            "y": points["y"].to_list(),
-            "topic_id": points["topic_id"].to_list(),
-            "venue": [code.get(v) for v in points["venue"].to_list()],
-            "year": points["year"].to_list(),
-            "title": points["title"].to_list(),
-        },
+        "papers": papers,
+        "points": {name: values or [] for name, values in columns.items()},
         "topics": [
             row | names[row["topic_id"]] | {"colour": category_colour(row["topic_id"])}
             for row in topics.to_dicts()
         ],
-        "venues": [
-            {"value": v, "papers": n, "colour": venue_colour(i)}
-            for i, (v, n) in enumerate(venues.iter_rows())
-        ],
+        "venues": [v | {"colour": venue_colour(i)} for i, v in enumerate(venues)],
         "years": [
-            {"value": y, "papers": n, "colour": c}
-            for (y, n), c in zip(years.iter_rows(), sequential_colours(years.height), strict=True)
+            y | {"colour": c} for y, c in zip(years, sequential_colours(len(years)), strict=True)
         ],
         "no_value_colour": NO_TOPIC_COLOUR,
     }
+
+
+def paper_name(con: duckdb.DuckDBPyConnection, paper_id: str, version: int) -> dict[str, Any]:
+    """How the map names a paper where one points at it (sql/explore/names.sql): its title
+    (else its abstract's first words) and whether it is untitled.
+
+    Raises:
+        LookupError: no such paper in the version `con` reads.
+    """
+    rows = con.execute(read_sql("explore/names"), {"ids": [paper_id]}).pl()
+    if rows.height == 0:
+        raise LookupError(f"no paper {paper_id} in version {version}")
+    return rows.select("paper_id", "title", "untitled").to_dicts()[0]
 
 
 def venue_colour(rank: int) -> str:

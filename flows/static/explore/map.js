@@ -1,13 +1,14 @@
-// The map of papers: a point per paper coloured by topic, venue or year, a legend whose
-// entries show or hide their points, and topic labels placed where they neither overlap
-// nor leave the panel. Colours and names come from /api/map (flows/core/palette.py).
+// The map of papers: a dot per paper coloured by topic, venue or year, drawn on one canvas
+// (points.js), a legend whose entries show or hide their papers, and topic labels placed
+// where they neither overlap nor leave the panel (labels.js). Colours and names come from
+// /api/map (flows/core/palette.py); a paper's title, when one points at it, from /api/name.
 "use strict";
 
-import { $, address, el, go, pathOf, plural, state } from "./common.js";
+import { $, address, api, el, go, pathOf, plural, state } from "./common.js";
+import { placeLabels } from "./labels.js";
+import { PointLayer } from "./points.js";
 
 const SVG = "http://www.w3.org/2000/svg";
-const RADIUS = 4;
-const GAP = 3; // px kept between two labels, and between a label and the panel's edge
 const MODES = { topic: "topics", venue: "venues", year: "years" };
 
 export const map = {
@@ -15,87 +16,73 @@ export const map = {
   hidden: { topic: new Set(), venue: new Set(), year: new Set() }, // legend keys switched off
   view: { k: 1, tx: 0, ty: 0 }, // zoom and pan
   highlighted: [[], null],
-  sizes: new Map(), // a label's text -> its box around its anchor, measured once
+  layer: null, // the PointLayer of state.map
+  legends: {}, // colour-by -> its legend entries and each paper's entry, made once a version
+  titles: new Map(), // paper_id -> its title, as /api/name gave it
 };
 
-// What the map colours by now: the legend's entries (key, name, colour, papers) and each
-// point's key.
+// What the map colours by: the legend's entries (key, name, colour, papers) and each paper's
+// entry (an index into them).
 function categories(mode) {
   const data = state.map;
   const none = data.no_value_colour;
   const points = data.points;
-  const rest = (key, name, papers) => (papers ? [{ key, name, colour: none, papers }] : []);
-  const nulls = (column) => column.filter((v) => v === null).length;
+  const n = points.paper_id.length;
+  const category = new Uint16Array(n);
+  let rows, rest, of;
   if (mode === "venue") {
     const coloured = data.venues.filter((v) => v.colour !== none);
-    const keyOf = (i) => (points.venue[i] !== null && points.venue[i] < coloured.length ? String(points.venue[i]) : "other");
-    const others = points.venue.filter((v) => v === null || v >= coloured.length).length;
-    const rows = coloured.map((v, i) => ({ key: String(i), name: v.value, colour: v.colour, papers: v.papers }));
-    return { items: [...rows, ...rest("other", "other venues", others)], keyOf };
+    rows = coloured.map((v, i) => ({ key: String(i), name: v.value, colour: v.colour, papers: v.papers }));
+    rest = { key: "other", name: "other venues" };
+    of = (i) => (points.venue[i] !== null && points.venue[i] < coloured.length ? points.venue[i] : -1);
+  } else if (mode === "year") {
+    rows = data.years.map((y) => ({ key: String(y.value), name: String(y.value), colour: y.colour, papers: y.papers }));
+    const index = new Map(data.years.map((y, i) => [y.value, i]));
+    rest = { key: "none", name: "no year" };
+    of = (i) => (points.year[i] === null ? -1 : index.get(points.year[i]));
+  } else {
+    rows = data.topics.map((t) => ({ key: String(t.topic_id), name: t.name, title: t.label, colour: t.colour, papers: t.papers }));
+    const index = new Map(data.topics.map((t, i) => [t.topic_id, i]));
+    rest = { key: "none", name: "no topic" };
+    of = (i) => (points.topic_id[i] === null ? -1 : index.get(points.topic_id[i]));
   }
-  if (mode === "year") {
-    const rows = data.years.map((y) => ({ key: String(y.value), name: String(y.value), colour: y.colour, papers: y.papers }));
-    const keyOf = (i) => (points.year[i] === null ? "none" : String(points.year[i]));
-    return { items: [...rows, ...rest("none", "no year", nulls(points.year))], keyOf };
+  let others = 0;
+  for (let i = 0; i < n; i++) {
+    const k = of(i);
+    if (k === -1) others++;
+    category[i] = k === -1 ? rows.length : k;
   }
-  const rows = data.topics.map((t) => ({ key: String(t.topic_id), name: t.name, title: t.label, colour: t.colour, papers: t.papers }));
-  const keyOf = (i) => (points.topic_id[i] === null ? "none" : String(points.topic_id[i]));
-  return { items: [...rows, ...rest("none", "no topic", nulls(points.topic_id))], keyOf };
+  const items = others ? [...rows, { ...rest, colour: none, papers: others }] : rows;
+  return { items, category };
 }
 
-function mapSize() {
-  const box = $("#map").getBoundingClientRect();
-  return { width: box.width || 600, height: box.height || 500 };
-}
-
-// Map coordinates lie in [-1, 1]; the square fits the panel with a margin.
-function toScreen(x, y) {
-  const { width, height } = mapSize();
-  const half = Math.min(width, height) / 2 - 18;
-  return [width / 2 + x * half, height / 2 - y * half];
+function legendOf(mode) {
+  if (!map.legends[mode]) map.legends[mode] = categories(mode);
+  return map.legends[mode];
 }
 
 export function drawMap() {
-  const svg = $("#map");
   const data = state.map;
-  const points = document.createElementNS(SVG, "g");
-  points.id = "points";
-  const n = data.points.paper_id.length;
-  for (let i = 0; i < n; i++) {
-    const circle = document.createElementNS(SVG, "circle");
-    const [cx, cy] = toScreen(data.points.x[i], data.points.y[i]);
-    circle.setAttribute("cx", cx.toFixed(2));
-    circle.setAttribute("cy", cy.toFixed(2));
-    circle.dataset.paper = data.points.paper_id[i];
-    circle.dataset.index = i;
-    points.append(circle);
-  }
-  const labels = document.createElementNS(SVG, "g");
-  labels.id = "labels";
-  for (const topic of data.topics) { // largest first: the first placed
-    if (topic.x === null) continue;
+  map.layer = new PointLayer($("#map"), data.points);
+  map.legends = {};
+  map.titles.clear();
+  const labels = $("#labels");
+  labels.replaceChildren(...data.topics.filter((t) => t.x !== null).map((topic) => { // largest first: the first placed
     const text = document.createElementNS(SVG, "text");
     text.dataset.topic = topic.topic_id;
-    labels.append(text);
-  }
-  svg.replaceChildren(points, labels);
-  svg.dataset.points = n;
-  $("#map-caption").textContent = `${plural(n, "paper")} · ${plural(data.topics.length, "topic")} · v${data.version}`;
+    return text;
+  }));
+  $("#map-caption").textContent = `${plural(data.papers, "paper")} · ${plural(data.topics.length, "topic")} · v${data.version}`;
   recolour();
   highlight(...map.highlighted);
 }
 
-// Colour the points by map.colourBy, hide those whose legend entry is off, and redraw the
+// Colour the papers by map.colourBy, hide those whose legend entry is off, and redraw the
 // legend.
 export function recolour() {
-  const { items, keyOf } = categories(map.colourBy);
-  const colour = new Map(items.map((item) => [item.key, item.colour]));
+  const { items, category } = legendOf(map.colourBy);
   const hidden = map.hidden[map.colourBy];
-  for (const circle of $("#points").children) {
-    const key = keyOf(Number(circle.dataset.index));
-    circle.setAttribute("fill", colour.get(key));
-    circle.classList.toggle("off", hidden.has(key));
-  }
+  map.layer.colour(category, items.map((item) => item.colour), items.map((item) => hidden.has(item.key)));
   drawLegend(items, hidden);
   applyView();
 }
@@ -126,114 +113,51 @@ function toggle(key) {
   recolour();
 }
 
-// Zoom scales the points' group; radii and labels are redrawn to keep their screen size.
+// Draw the papers and place the labels in the current view.
 export function applyView() {
-  const { k, tx, ty } = map.view;
-  const g = $("#points");
-  if (!g) return;
-  g.setAttribute("transform", `translate(${tx} ${ty}) scale(${k})`);
-  const radius = (RADIUS / Math.sqrt(k)).toFixed(3);
-  const focus = (7 / Math.sqrt(k)).toFixed(3);
-  for (const circle of g.children) {
-    circle.setAttribute("r", circle.classList.contains("focus") ? focus : radius);
-    circle.style.strokeWidth = (0.6 / k).toFixed(3);
-  }
-  placeLabels();
+  const layer = map.layer;
+  if (!layer) return;
+  layer.draw(map.view);
+  const { s, ox, oy, w, h } = layer.layout(map.view);
+  const off = map.colourBy === "topic" ? map.hidden.topic : new Set();
+  placeLabels($("#labels").children, state.topics, (x, y) => [ox + x * s, oy - y * s], { w, h }, off);
 }
 
-// Each topic's label goes at the middle of its papers or, where that would cover a label
-// already placed (larger topics go first) or leave the panel, a line or a label's width
-// off it; failing that, as its shorter name; failing that, it is left out (the legend
-// names every topic).
-function placeLabels() {
-  const { width, height } = mapSize();
-  const { k, tx, ty } = map.view;
-  const placed = [];
-  const topicsOff = map.colourBy === "topic" ? map.hidden.topic : new Set();
-  for (const text of $("#labels").children) {
-    const topic = state.topics.get(Number(text.dataset.topic));
-    text.setAttribute("display", "none");
-    if (topicsOff.has(String(topic.topic_id))) continue;
-    const [x, y] = toScreen(topic.x, topic.y);
-    const spot = findSpot(text, [topic.name, topic.short], x * k + tx, y * k + ty, placed, width, height);
-    if (!spot) continue;
-    text.textContent = spot.words;
-    text.setAttribute("x", spot.x.toFixed(1));
-    text.setAttribute("y", spot.y.toFixed(1));
-    text.removeAttribute("display");
-    placed.push(spot.box);
-  }
+let pending = null;
+// Draw once before the next frame, however many moves of the pointer or wheel come first.
+function redraw() {
+  if (pending === null) pending = requestAnimationFrame(() => { pending = null; applyView(); });
 }
 
-function findSpot(text, names, ax, ay, placed, width, height) {
-  if (ax < 0 || ax > width || ay < 0 || ay > height) return null; // its topic is out of view
-  for (const words of names) {
-    if (!words) continue;
-    const size = measure(text, words);
-    const w = size.width + GAP;
-    const h = size.height;
-    for (const [ox, oy] of [[0, 0], [0, -h], [0, h], [w, 0], [-w, 0], [0, -2 * h], [0, 2 * h],
-      [w, -h], [-w, -h], [w, h], [-w, h]]) {
-      let x = ax + ox;
-      let y = ay + oy;
-      const left = x + size.x;
-      const top = y + size.y;
-      const dx = Math.min(Math.max(left, GAP), width - GAP - size.width) - left;
-      const dy = Math.min(Math.max(top, GAP), height - GAP - size.height) - top;
-      if (Math.abs(dx) > size.width / 2 || Math.abs(dy) > size.height) continue;
-      x += dx;
-      y += dy;
-      const box = [x + size.x, y + size.y, x + size.x + size.width, y + size.y + size.height];
-      if (!placed.some((other) => overlaps(box, other))) return { words, x, y, box };
-    }
-  }
-  return null;
-}
-
-function overlaps(a, b) {
-  return a[0] < b[2] + GAP && b[0] < a[2] + GAP && a[1] < b[3] + GAP && b[1] < a[3] + GAP;
-}
-
-// A label's box around its anchor (x, y: text-anchor middle, baseline central), measured
-// in the page once for each text.
-function measure(text, words) {
-  if (!map.sizes.has(words)) {
-    text.textContent = words;
-    text.setAttribute("x", 0);
-    text.setAttribute("y", 0);
-    text.removeAttribute("display");
-    const box = text.getBBox();
-    map.sizes.set(words, { x: box.x, y: box.y, width: box.width, height: box.height });
-    text.setAttribute("display", "none");
-  }
-  return map.sizes.get(words);
-}
-
-function zoomAt(factor, px, py) {
+function zoomAt(factor, px, py, now = false) {
   const view = map.view;
   const k = Math.min(40, Math.max(0.25, view.k * factor));
   const scale = k / view.k;
   view.tx = px - (px - view.tx) * scale;
   view.ty = py - (py - view.ty) * scale;
   view.k = k;
-  applyView();
+  if (now) applyView(); else redraw();
 }
 
 export function highlight(ids, focus = null) {
   map.highlighted = [ids, focus];
-  const svg = $("#map");
-  const wanted = new Set(ids);
-  svg.classList.toggle("focused", wanted.size > 0 || focus !== null);
-  for (const circle of svg.querySelectorAll("circle")) {
-    circle.classList.toggle("lit", wanted.has(circle.dataset.paper));
-    circle.classList.toggle("focus", circle.dataset.paper === focus);
-  }
-  const chosen = svg.querySelector("circle.focus");
-  if (chosen) chosen.parentNode.append(chosen); // drawn last: on top
+  if (!map.layer) return;
+  map.layer.highlight(ids, focus);
+  $("#map-view").classList.toggle("focused", ids.length > 0 || focus !== null);
   applyView();
 }
 
-// A new version's map: every point shown, the whole map in view.
+// Where a paper lies on the page now (px from the viewport's corner), null where it is not
+// on the map: what one clicks to open it.
+export function screenOf(paperId) {
+  const i = map.layer ? map.layer.indexOf(paperId) : -1;
+  if (i < 0) return null;
+  const [x, y] = map.layer.screenOf(i, map.view);
+  const box = $("#map").getBoundingClientRect();
+  return [box.left + x, box.top + y];
+}
+
+// A new version's map: every paper shown, the whole map in view.
 export function resetMap() {
   for (const set of Object.values(map.hidden)) set.clear();
   map.view = { k: 1, tx: 0, ty: 0 };
@@ -241,52 +165,74 @@ export function resetMap() {
 
 function tipText(i) {
   const points = state.map.points;
+  const id = points.paper_id[i];
   const topic = state.topics.get(points.topic_id[i]);
   const venue = points.venue[i] === null ? null : state.map.venues[points.venue[i]].value;
   const where = [venue, points.year[i]].filter((v) => v !== null).join(" ");
-  return [points.title[i], el("small", {}, [topic ? topic.name : "no topic", where].filter(Boolean).join(" · "))];
+  const title = map.titles.has(id) ? map.titles.get(id) : "…";
+  return [title, el("small", {}, [topic ? topic.name : "no topic", where].filter(Boolean).join(" · "))];
 }
 
-export function setupMap() {
-  const svg = $("#map");
-  const tip = $("#tip");
+// The tip over paper i, its title asked for once (shown when it comes, if i is still there).
+function showTip(tip, i, event) {
+  const id = state.map.points.paper_id[i];
+  tip.dataset.paper = id;
+  tip.replaceChildren(...tipText(i));
+  tip.style.left = `${event.clientX + 12}px`;
+  tip.style.top = `${event.clientY + 12}px`;
+  tip.hidden = false;
+  if (map.titles.has(id)) return;
+  api("/api/name/" + encodeURIComponent(id), { version: state.version }).then((named) => {
+    map.titles.set(id, named.title);
+    if (!tip.hidden && tip.dataset.paper === id) tip.replaceChildren(...tipText(i));
+  }, () => map.titles.set(id, id));
+}
+
+function pointer(canvas, tip) {
   let drag = null;
-  svg.addEventListener("wheel", (event) => {
+  const under = (event) => {
+    const box = canvas.getBoundingClientRect();
+    return map.layer ? map.layer.at(event.clientX - box.left, event.clientY - box.top, map.view) : -1;
+  };
+  canvas.addEventListener("wheel", (event) => {
     event.preventDefault();
-    const box = svg.getBoundingClientRect();
+    const box = canvas.getBoundingClientRect();
     zoomAt(event.deltaY < 0 ? 1.2 : 1 / 1.2, event.clientX - box.left, event.clientY - box.top);
   }, { passive: false });
-  svg.addEventListener("pointerdown", (event) => {
+  canvas.addEventListener("pointerdown", (event) => {
     drag = { x: event.clientX, y: event.clientY, tx: map.view.tx, ty: map.view.ty, moved: false };
   });
   window.addEventListener("pointermove", (event) => {
     if (!drag) return;
     const dx = event.clientX - drag.x;
     const dy = event.clientY - drag.y;
-    if (Math.abs(dx) + Math.abs(dy) > 3) { drag.moved = true; svg.classList.add("dragging"); }
+    if (Math.abs(dx) + Math.abs(dy) > 3) { drag.moved = true; canvas.classList.add("dragging"); }
+    if (!drag.moved) return;
     map.view.tx = drag.tx + dx;
     map.view.ty = drag.ty + dy;
-    applyView();
+    redraw();
   });
   window.addEventListener("pointerup", () => {
-    svg.classList.remove("dragging");
+    canvas.classList.remove("dragging");
     setTimeout(() => { drag = null; }, 0);
   });
-  svg.addEventListener("click", (event) => {
-    const circle = event.target.closest("circle");
-    if (!circle || (drag && drag.moved)) return;
+  canvas.addEventListener("click", (event) => {
+    const i = under(event);
+    if (i < 0 || (drag && drag.moved)) return;
     tip.hidden = true;
-    go(address(pathOf.paper(circle.dataset.paper)));
+    go(address(pathOf.paper(state.map.points.paper_id[i])));
   });
-  svg.addEventListener("mousemove", (event) => {
-    const circle = event.target.closest("circle");
-    if (!circle) { tip.hidden = true; return; }
-    tip.replaceChildren(...tipText(Number(circle.dataset.index)));
-    tip.style.left = `${event.clientX + 12}px`;
-    tip.style.top = `${event.clientY + 12}px`;
-    tip.hidden = false;
+  canvas.addEventListener("mousemove", (event) => {
+    if (drag && drag.moved) return;
+    const i = under(event);
+    canvas.classList.toggle("over", i >= 0);
+    if (i < 0) tip.hidden = true; else showTip(tip, i, event);
   });
-  svg.addEventListener("mouseleave", () => { tip.hidden = true; });
+  canvas.addEventListener("mouseleave", () => { tip.hidden = true; });
+}
+
+export function setupMap() {
+  pointer($("#map"), $("#tip"));
   $("#legend").addEventListener("click", (event) => {
     const entry = event.target.closest("button.entry");
     if (entry) toggle(entry.dataset.key);
@@ -295,13 +241,13 @@ export function setupMap() {
     map.colourBy = event.target.value;
     recolour();
   });
-  const centre = () => { const { width, height } = mapSize(); return [width / 2, height / 2]; };
-  $("#zoom-in").addEventListener("click", () => zoomAt(1.5, ...centre()));
-  $("#zoom-out").addEventListener("click", () => zoomAt(1 / 1.5, ...centre()));
+  const centre = () => { const { w, h } = map.layer.layout({ k: 1, tx: 0, ty: 0 }); return [w / 2, h / 2]; };
+  $("#zoom-in").addEventListener("click", () => zoomAt(1.5, ...centre(), true));
+  $("#zoom-out").addEventListener("click", () => zoomAt(1 / 1.5, ...centre(), true));
   $("#zoom-reset").addEventListener("click", () => { map.view = { k: 1, tx: 0, ty: 0 }; applyView(); });
   let resizing = null;
   window.addEventListener("resize", () => {
     clearTimeout(resizing);
-    resizing = setTimeout(() => { if (state.map) drawMap(); }, 150);
+    resizing = setTimeout(applyView, 150);
   });
 }

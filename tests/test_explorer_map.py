@@ -1,0 +1,208 @@
+"""The explorer's map at scale: 100,000 papers drawn on one canvas, without an element a
+paper, by the real `paperlake explore` on a real warehouse, in Chromium, offline."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+
+import numpy as np
+import polars as pl
+import pytest
+from fastapi.testclient import TestClient
+
+from flows import publish
+from flows.core.lake import open_lake
+from flows.core.locks import run_lock
+from flows.core.settings import PROJECT_ROOT, Settings
+from flows.serve.explorer import Explorer
+from flows.serve.explorer_app import create_app
+
+N = 100_000
+TOPICS = 160
+VENUES = 20
+WORDS = (
+    "graphs", "proteins", "robots", "language", "vision", "speech", "markets", "climate",
+    "quantum", "privacy", "agents", "tables", "music", "medicine", "traffic", "crystals",
+    "games", "law", "code", "maps",
+)  # fmt: skip
+
+
+def grown(tables: dict[str, pl.DataFrame], rng: np.random.Generator) -> dict[str, pl.DataFrame]:
+    """Papers, topics, places and topic of N papers in TOPICS topics (each a blob of papers
+    around its own centre) and VENUES venues, on the columns of the sample's tables."""
+    topic = rng.integers(0, TOPICS, N)
+    centres = rng.uniform(-0.85, 0.85, (TOPICS, 2))
+    xy = np.clip(centres[topic] + rng.normal(0, 0.05, (N, 2)), -1, 1).round(5)
+    ids = [f"{i:016x}" for i in range(N)]
+    papers = (
+        tables["papers"]
+        .head(1)
+        .select(pl.all().gather(np.zeros(N, dtype=np.int64)))
+        .with_columns(
+            paper_id=pl.Series(ids),
+            title=pl.Series([f"Paper number {i}" for i in range(N)]),
+            abstract=pl.lit("A short abstract of a generated paper."),
+            venue=pl.Series([f"Venue {i % VENUES:02d}" for i in range(N)]),
+            year=pl.Series(2010 + np.arange(N) % 16, dtype=tables["papers"]["year"].dtype),
+        )
+    )
+    sizes = np.bincount(topic, minlength=TOPICS)
+    labels = [f"{WORDS[t % 20]} {WORDS[t // 20]}, {WORDS[(t * 7) % 20]} {t}" for t in range(TOPICS)]
+    topics = (
+        tables["topics"]
+        .head(1)
+        .select(pl.all().gather(np.zeros(TOPICS, dtype=np.int64)))
+        .with_columns(
+            topic_id=pl.Series(range(TOPICS), dtype=tables["topics"]["topic_id"].dtype),
+            label=pl.Series(labels),
+            papers=pl.Series(sizes, dtype=tables["topics"]["papers"].dtype),
+            top_terms=pl.Series([label.replace(",", "").split() for label in labels]),
+        )
+    )
+    schema = tables["paper_topics"].schema
+    paper_topics = (
+        tables["paper_topics"]
+        .head(1)
+        .select(pl.all().gather(np.zeros(N, dtype=np.int64)))
+        .with_columns(paper_id=pl.Series(ids), topic_id=pl.Series(topic, dtype=schema["topic_id"]))
+    )
+    coordinates = pl.DataFrame({"paper_id": ids, "x": xy[:, 0], "y": xy[:, 1]})
+    return {
+        "papers": papers,
+        "topics": topics,
+        "paper_topics": paper_topics,
+        "paper_coordinates": coordinates.cast(dict(tables["paper_coordinates"].schema)),
+    }
+
+
+@pytest.fixture(scope="module")
+def large(sample_run, tmp_path_factory) -> Settings:
+    """A copy of the sample warehouse and its version 2, published as a run publishes
+    (flows/publish), whose papers, topics, places and papers' topics are N generated
+    papers in TOPICS topics; its other tables are version 1's."""
+    warehouse = tmp_path_factory.mktemp("map-large") / "warehouse"
+    shutil.copytree(sample_run.settings.warehouse, warehouse)
+    settings = Settings(warehouse=warehouse)
+    names = (*publish.TABLE_KEYS, *publish.HISTORY_TABLES)
+    with open_lake(settings) as con:
+        tables = {name: con.table(name).pl() for name in names}
+    dim = len(tables["embeddings"]["embedding"][0])
+    tables |= grown(tables, np.random.default_rng(0))
+    tables["dq_results"] = tables["dq_results"].clear()
+    with run_lock(settings):
+        publish.publish_tables(tables, settings, f"{N} generated papers", {}, dim)
+    return settings
+
+
+def test_the_map_answers_its_columns_and_names_a_paper_on_demand(large):
+    explorer = Explorer(large)
+    try:
+        with TestClient(create_app(explorer)) as client:
+            body = client.get("/api/map").json()
+            named = client.get(f"/api/name/{12345:016x}").json()
+            missing = client.get("/api/name/ffffffffffffffff")
+    finally:
+        explorer.close()
+    points = body["points"]
+    assert body["papers"] == N and sorted(points) == sorted(
+        ["paper_id", "x", "y", "topic_id", "venue", "year"]
+    )
+    assert {len(column) for column in points.values()} == {N}
+    assert points["paper_id"][:2] == ["0000000000000000", "0000000000000001"]
+    assert [v["value"] for v in body["venues"]] == [f"Venue {i:02d}" for i in range(VENUES)]
+    assert set(points["venue"]) == set(range(VENUES)) and len(body["topics"]) == TOPICS
+    assert named == {"paper_id": f"{12345:016x}", "title": "Paper number 12345", "untitled": False}
+    assert missing.status_code == 404 and "no paper ffffffffffffffff" in missing.json()["error"]
+
+
+@pytest.fixture(scope="module")
+def server(large):
+    command = [sys.executable, "-m", "flows.cli", "explore", "-w", str(large.warehouse),
+               "--port", "0"]  # fmt: skip
+    process = subprocess.Popen(
+        command, cwd=PROJECT_ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        env=os.environ | {"COLUMNS": "200"},
+    )  # fmt: skip
+    found = re.search(r"(http://127\.0\.0\.1:\d+/)", process.stdout.readline())
+    if not found:
+        process.kill()
+        pytest.fail(f"the explorer did not start: {process.stdout.read()}")
+    yield found.group(1)
+    process.kill()
+    process.wait()
+
+
+# What the page holds: elements in the map's panel and of kinds that could draw a paper,
+# and the canvas's pixels that are not its background.
+PAGE = """() => {
+    const canvas = document.querySelector('#map');
+    const pixels = canvas.getContext('2d').getImageData(0, 0, canvas.width, canvas.height).data;
+    let inked = 0;
+    for (let p = 0; p < pixels.length; p += 4) {
+        if (pixels[p] !== 251 || pixels[p + 1] !== 251 || pixels[p + 2] !== 253) inked++;
+    }
+    return {
+        canvas: canvas.tagName, elements: document.querySelectorAll('.map-view *').length,
+        marks: document.querySelectorAll('circle, rect, path, use').length, inked,
+    };
+}"""
+LABELS = """() => [...document.querySelectorAll('#labels text')]
+    .filter((t) => t.getAttribute('display') !== 'none')
+    .map((t) => [t.dataset.topic, t.getBoundingClientRect()])
+    .map(([topic, b]) => [topic, b.left, b.top, b.right, b.bottom])"""
+SCREEN = "async (id) => (await import('/static/explore/map.js')).screenOf(id)"
+
+
+def overlapping(labels: list[list]) -> int:
+    boxes = [label[1:] for label in labels]
+    return sum(
+        a[0] < b[2] and b[0] < a[2] and a[1] < b[3] and b[1] < a[3]
+        for i, a in enumerate(boxes)
+        for b in boxes[i + 1 :]
+    )
+
+
+def test_chromium_draws_every_paper_on_one_canvas_with_labels_apart(chromium, server):
+    page = chromium.new_page(viewport={"width": 1400, "height": 900})
+    outside: list[str] = []
+    errors: list[str] = []
+    page.on("pageerror", lambda exc: errors.append(str(exc)))
+    page.route(
+        "**/*",
+        lambda r: r.continue_() if r.request.url.startswith(server) else (
+            outside.append(r.request.url), r.abort()
+        ),
+    )  # fmt: skip
+    page.goto(server)
+    page.wait_for_selector(f'#map[data-points="{N}"]', state="attached", timeout=60_000)
+    drawn = page.evaluate(PAGE)
+    assert drawn["canvas"] == "CANVAS" and drawn["marks"] == 0
+    assert drawn["elements"] <= 3 + TOPICS  # canvas, svg, g and at most a label a topic
+    assert drawn["inked"] > 20_000  # dots of papers, not an empty panel
+    assert page.get_attribute("#map", "data-shown") == str(N)
+    labels = page.evaluate(LABELS)
+    assert 0 < len(labels) < TOPICS and overlapping(labels) == 0
+
+    for _ in range(3):
+        page.click("#zoom-in")
+    closer = page.evaluate(LABELS)
+    named = {label[0] for label in closer} - {label[0] for label in labels}
+    assert named and overlapping(closer) == 0  # topics unnamed before are named closer up
+
+    page.click("#zoom-reset")
+    x, y = page.evaluate(SCREEN, f"{4242:016x}")
+    page.mouse.move(x, y)
+    page.wait_for_function("document.querySelector('#tip').textContent.startsWith('Paper')")
+    tip = page.inner_text("#tip")
+    assert tip.startswith("Paper number ") and "Venue" in tip
+
+    largest = page.locator("#legend button.entry").first
+    size = int(largest.locator(".count").inner_text())
+    largest.click()  # its papers hidden
+    assert page.get_attribute("#map", "data-shown") == str(N - size)
+    page.close()
+    assert outside == [] and errors == []
