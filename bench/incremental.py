@@ -40,7 +40,15 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from cheap_model import build as build_cheap_model  # noqa: E402
 from corpus import abstracts, write_dump  # noqa: E402
-from run import PAPERLAKE, ROOT, WARM_IMPORTS, embedded_count, stage_seconds, timed  # noqa: E402
+from run import (  # noqa: E402
+    PAPERLAKE,
+    ROOT,
+    WARM_IMPORTS,
+    embedded_count,
+    stage_peaks,
+    stage_seconds,
+    timed,
+)  # noqa: E402
 
 STAGES = ("startup", "ingest", "embed", "derive", "validate", "publish")
 SMOKE_N = 50
@@ -61,6 +69,7 @@ def run_facts(res: dict) -> dict:
         "peak_rss_mb": round(res["peak_rss_mb"]),
         "embedded": embedded_count(output),
         "stages": stage_seconds(output),
+        "stage_peaks_gb": stage_peaks(output),
         "pairs": int(counts.group(1)) if counts else -1,
         "topics": int(counts.group(2)) if counts else -1,
         "encoder": f"{encoder.group(1)}, {encoder.group(2)}" if encoder else "?",
@@ -170,6 +179,11 @@ def table(rows: list[dict], title: str) -> str:
     lines.append(line("dup pairs", lambda r: r["pairs"], "d"))
     lines.append(line("topics", lambda r: r["topics"], "d"))
     lines.append(line("peak MB", lambda r: r["peak_rss_mb"], "d"))
+    # The `paperlake run` process's peak so far as each stage ended (the Prefect server's
+    # process is apart; runs measured before the line was printed have none).
+    for stage in STAGES:
+        get = lambda r, s=stage: r.get("stage_peaks_gb", {}).get(s, float("nan"))  # noqa: E731
+        lines.append(line(f"GB {stage}", get, ".2f"))
     return "\n".join(lines)
 
 

@@ -62,6 +62,13 @@ def stage_seconds(output: str) -> dict[str, float]:
     return {name: float(value) for name, value in pairs}
 
 
+def stage_peaks(output: str) -> dict[str, float]:
+    """The run's peak memory (GB) as each stage ended, from its summary line."""
+    match = re.search(r"^peak memory GB: (.*)$", output, re.M)
+    pairs = re.findall(r"(\w+) ([\d.]+)", match.group(1)) if match else []
+    return {name: float(value) for name, value in pairs}
+
+
 def embedded_count(output: str) -> int:
     match = re.search(r"embeddings computed: (\d+)", output)
     return int(match.group(1)) if match else -1

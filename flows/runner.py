@@ -50,6 +50,7 @@ class StageRunner:
         started = time.perf_counter()
         result = task(*args)
         KEEPERS[name](self.summary, result, time.perf_counter() - started)
+        record.stage_ended(self.summary, name)
         return result
 
     def beside(self, task: Any, *args: Any) -> Any:
@@ -87,6 +88,7 @@ class StageRunner:
         record.write_dq_file(self.settings, self.run_id, results)
         outcome = validate.outcome(results)
         record.validated(self.summary, outcome, results, time.perf_counter() - started)
+        record.stage_ended(self.summary, "validate")
         return results, [*suite_results, *later_results]
 
     def gate(self, tables: dict[str, pl.DataFrame], results: pl.DataFrame, docs: list) -> None:

@@ -69,6 +69,12 @@ def test_sample_run_publishes_version_1(sample_run):
         str(SAMPLE_RAW / "003_1f2bd0aed823d1af.txt"),
     ]
     assert extra["counts"]["papers"] == 38 and "embed" in extra["stage_seconds"]
+    # The process's peak memory as each stage before the commit ended: a real figure,
+    # never falling (a peak so far).
+    stages = ["ingest", "embed", "derive", "validate"]
+    peaks = [extra["stage_peak_mb"][stage] for stage in stages]
+    assert sorted(extra["stage_peak_mb"]) == sorted(stages)
+    assert peaks[0] > 100 and peaks == sorted(peaks)
     outcomes = con.execute(
         "select count(*), count(distinct suite), bool_and(success or not blocking) from dq_results"
     ).fetchone()

@@ -71,6 +71,7 @@ def run(
 
     import duckdb
 
+    from flows.core import run_record as record
     from flows.core.damage import reason_of, told
     from flows.serve import ServerError, run_api
     from flows.validate import DataQualityError
@@ -96,8 +97,10 @@ def run(
             from flows.pipeline import run_here
 
             startup = round(time.perf_counter() - started, 3)
+            startup_peak = record.peak_mb()
             summary = run_here(settings, parameters)
         summary.stage_seconds = {"startup": startup, **summary.stage_seconds}
+        summary.stage_peak_mb = {"startup": startup_peak, **summary.stage_peak_mb}
     except DataQualityError as exc:
         stopped_before_publish(settings, str(exc))
     except (FileNotFoundError, ValueError, WarehouseError, ServerError) as exc:
@@ -239,6 +242,7 @@ def print_rejects(rejects, paths: list[str], max_rows: int) -> None:
 
 def print_summary(summary) -> None:
     """The end-of-run report: counts, version, data quality, seconds per stage."""
+    from flows.core import run_record as record
     from flows.core.wording import outcome_lines, page_lines
 
     if summary.status == "up to date":
@@ -266,6 +270,7 @@ def print_summary(summary) -> None:
         f"files parsed: {summary.files_parsed} of {summary.files}",
         f"{label}: {escape(outcome)}",
         "seconds: " + "  ".join(f"{k} {v:.1f}" for k, v in summary.stage_seconds.items()),
+        record.peak_line(summary),
     ]
     for error in summary.file_errors:
         lines.append(f"[yellow]skipped file:[/yellow] {escape(error)}")

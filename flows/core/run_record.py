@@ -11,6 +11,7 @@ import json
 import logging
 import platform
 import re
+import resource
 import uuid
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -63,9 +64,29 @@ class RunSummary:
     data_docs: str | None = None
     dq_page: str | None = None  # the self-contained data-quality page of this run
     stage_seconds: dict[str, float] = field(default_factory=dict)
+    # The process's peak memory (MB) when each stage ended: the peak so far, so the stage
+    # where it first reaches its highest figure is the one that needed it.
+    stage_peak_mb: dict[str, int] = field(default_factory=dict)
     changes: dict[str, list[int]] = field(default_factory=dict)
     started: datetime | None = None
     warnings: list[str] = field(default_factory=list)  # what went wrong after the commit
+
+
+def peak_mb() -> int:
+    """This process's peak resident memory so far, in MB (Linux reports kB)."""
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024
+
+
+def stage_ended(summary: RunSummary, stage: str) -> None:
+    """Note the peak memory so far as stage `stage` ends."""
+    summary.stage_peak_mb[stage] = peak_mb()
+
+
+def peak_line(summary: RunSummary) -> str:
+    """The peak memory at each stage's end, in GB, as the run's summary words it."""
+    return "peak memory GB: " + "  ".join(
+        f"{k} {v / 1024:.2f}" for k, v in summary.stage_peak_mb.items()
+    )
 
 
 def versions_of_packages() -> dict[str, str]:
@@ -148,6 +169,7 @@ def summary_lines(summary: RunSummary) -> list[str]:
         f"{summary.embeddings_reused}",
         f"- data quality: {summary.dq_outcome}",
         "- seconds: " + ", ".join(f"{k} {v:.1f}" for k, v in summary.stage_seconds.items()),
+        "- " + peak_line(summary),
     ]
     lines += [f"- failed: {f}" for f in summary.dq_failures]
     lines += [f"- skipped file: {e}" for e in summary.file_errors]
@@ -268,6 +290,7 @@ def manifest(summary: RunSummary, settings: Settings, fingerprint: str, embed, s
         "inputs": dict(sources.select("path", "sha256").iter_rows()),
         "counts": {k: v for k, v in vars(summary).items() if isinstance(v, int)},
         "stage_seconds": summary.stage_seconds,
+        "stage_peak_mb": summary.stage_peak_mb,
         "dq_outcome": summary.dq_outcome,
     }
 
