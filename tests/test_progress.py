@@ -7,7 +7,7 @@ import logging
 import re
 
 from flows.core import progress as progress_module
-from flows.core.progress import progress
+from flows.core.progress import progress, rate_words
 
 
 def test_without_a_terminal_progress_is_logged_with_rate_and_time_left(caplog, monkeypatch):
@@ -37,3 +37,11 @@ def test_a_workers_share_says_nothing(caplog):
     with caplog.at_level(logging.INFO), progress("embed", 5, "texts", 0.0, show=False) as advance:
         advance(5)
     assert caplog.records == []
+
+
+def test_slow_work_keeps_its_rate_in_digits_that_say_something():
+    # One big file read in 11.7 s was logged as "1 files read (0/s)".
+    assert rate_words(4368.2) == "4,368/s"
+    assert rate_words(2.54) == "2.5/s"
+    assert rate_words(1 / 11.7) == "one every 12 s"
+    assert rate_words(0.0) == "none yet"

@@ -77,7 +77,16 @@ class RateColumn(ProgressColumn):
 
     def render(self, task: Task) -> Text:
         speed = task.finished_speed or task.speed
-        return Text(f"{speed:,.0f}/s" if speed else "", style="progress.data.speed")
+        return Text(rate_words(speed) if speed else "", style="progress.data.speed")
+
+
+def rate_words(rate: float) -> str:
+    """Units a second, in digits that say something: 4,368/s, 2.5/s, one every 11 s."""
+    if rate >= 10:
+        return f"{rate:,.0f}/s"
+    if rate >= 0.1:
+        return f"{rate:.1f}/s"
+    return f"one every {1 / rate:,.0f} s" if rate > 0 else "none yet"
 
 
 @contextmanager
@@ -90,7 +99,7 @@ def log_lines(what: str, total: int | None, unit: str, every: float) -> Iterator
         seconds = time.monotonic() - started
         rate = done / seconds if seconds > 0 else 0.0
         line = f"{what}: {done:,}" + (f" of {total:,}" if total else "") + f" {unit}"
-        line += f" ({rate:,.0f}/s"
+        line += f" ({rate_words(rate)}"
         if total and rate > 0 and done < total:
             line += f", about {(total - done) / rate:,.0f} s left"
         run_logger().info(line + ")")
