@@ -45,3 +45,16 @@ def test_slow_work_keeps_its_rate_in_digits_that_say_something():
     assert rate_words(2.54) == "2.5/s"
     assert rate_words(1 / 11.7) == "one every 12 s"
     assert rate_words(0.0) == "none yet"
+
+
+def test_the_last_count_is_logged_once(caplog, monkeypatch):
+    # One big file: its one advance came after the interval and was logged; leaving the
+    # progress logged the same line again.
+    monkeypatch.setattr(progress_module, "on_terminal", lambda: False)
+    with (
+        caplog.at_level(logging.INFO, logger="paperlake"),
+        progress("ingest", None, "files read", every=0.0) as advance,
+    ):
+        advance(1)
+    lines = [r.getMessage() for r in caplog.records if r.name == "paperlake"]
+    assert len(lines) == 1 and lines[0].startswith("ingest: 1 files read (")

@@ -93,9 +93,11 @@ def rate_words(rate: float) -> str:
 def log_lines(what: str, total: int | None, unit: str, every: float) -> Iterator[Advance]:
     """INFO lines of the run's log: done/total, rate and time left, every `every` seconds."""
     started = last = time.monotonic()
-    done = 0
+    done = said = 0
 
     def say() -> None:
+        nonlocal said
+        said = done
         seconds = time.monotonic() - started
         rate = done / seconds if seconds > 0 else 0.0
         line = f"{what}: {done:,}" + (f" of {total:,}" if total else "") + f" {unit}"
@@ -112,5 +114,5 @@ def log_lines(what: str, total: int | None, unit: str, every: float) -> Iterator
             say()
 
     yield advance
-    if time.monotonic() - started >= every:
+    if time.monotonic() - started >= every and done != said:  # the last count, once
         say()
