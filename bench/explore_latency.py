@@ -8,17 +8,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import re
-import signal
 import statistics
-import subprocess
-import sys
 import time
 import urllib.parse
 import urllib.request
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+from explorer_process import explorer
+
 QUERIES = (
     "reinforcement learning from human feedback", "diffusion models for planning",
     "speculative decoding latency", "flow matching generative model", "quantization of llms",
@@ -35,14 +31,8 @@ def main() -> None:
     parser.add_argument("--warehouse", "-w", required=True)
     parser.add_argument("--mode", default="hybrid")
     args = parser.parse_args()
-    command = [sys.executable, "-m", "flows.cli", "explore", "-w", args.warehouse, "--port", "0"]
     started = time.perf_counter()
-    server = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.PIPE, text=True)
-    try:
-        found = re.search(r"(http://\S+/)", server.stdout.readline())
-        if not found:
-            sys.exit("the explorer did not start")
-        base = found.group(1)
+    with explorer(args.warehouse, stop_within=30) as (base, _):
         ready = time.perf_counter() - started
         seconds = []
         for text in QUERIES:
@@ -52,9 +42,6 @@ def main() -> None:
                 hits = json.load(response)["hits"]
             seconds.append(time.perf_counter() - t)
             assert hits, text
-    finally:
-        server.send_signal(signal.SIGINT)
-        server.wait(timeout=30)
     ms = sorted(1000 * s for s in seconds)
     print(f"explorer ready (model and index warm) in {ready:.1f} s")
     median = statistics.median(ms)

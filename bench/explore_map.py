@@ -10,14 +10,12 @@ from __future__ import annotations
 
 import argparse
 import re
-import signal
-import subprocess
-import sys
 import time
 import urllib.request
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+from explorer_process import explorer
+
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = ["--headless=new", "--no-sandbox", "--disable-gpu", "--no-first-run"]
 # The map is drawn once its element says how many papers it holds (data-points).
@@ -57,22 +55,13 @@ def main() -> None:
     parser.add_argument("--warehouse", "-w", required=True)
     parser.add_argument("--shot", type=Path, help="save a screenshot of the page here")
     args = parser.parse_args()
-    command = [sys.executable, "-m", "flows.cli", "explore", "-w", args.warehouse, "--port", "0"]
-    server = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.PIPE, text=True)
-    try:
-        found = re.search(r"(http://\S+/)", server.stdout.readline())
-        if not found:
-            sys.exit("the explorer did not start")
-        base = found.group(1)
+    with explorer(args.warehouse) as (base, server):
         first, body = fetch(base + "api/map")
         warm, _ = fetch(base + "api/map")
         papers = int(re.search(rb'"papers":\s*(\d+)', body).group(1))  # what the map holds
         loaded, elements = page_seconds(base, papers, args.shot)
         peak = Path(f"/proc/{server.pid}/status").read_text()
         rss = int(re.search(r"VmHWM:\s+(\d+) kB", peak).group(1)) / 1024
-    finally:
-        server.send_signal(signal.SIGINT)
-        server.wait(timeout=60)
     print(f"/api/map at {papers:,} papers: {len(body):,} bytes, first {first:.2f} s, "
           f"warm {warm:.2f} s")  # fmt: skip
     print(f"page in headless Chromium: map drawn in {loaded:.2f} s, {elements} elements")
