@@ -2,7 +2,13 @@
 
 from __future__ import annotations
 
+import os
+import re
 import shutil
+import subprocess
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -110,6 +116,27 @@ def open_offline(browser, path: Path) -> OfflinePage:
     page.route("**/*", only_the_file)
     page.goto(Path(path).resolve().as_uri(), wait_until="load")
     return opened
+
+
+@contextmanager
+def explorer_process(warehouse: Path) -> Iterator[tuple[str, subprocess.Popen]]:
+    """`paperlake explore --port 0` on `warehouse` in its own process: its URL and the
+    process (killed on leaving where a test has not stopped it)."""
+    command = [sys.executable, "-m", "flows.cli", "explore", "-w", str(warehouse),
+               "--port", "0"]  # fmt: skip
+    process = subprocess.Popen(
+        command, cwd=PROJECT_ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        env=os.environ | {"COLUMNS": "200"},
+    )  # fmt: skip
+    first = process.stdout.readline()
+    found = re.search(r"paperlake explorer: (http://127\.0\.0\.1:\d+/)", first)
+    if not found:
+        process.kill()
+        pytest.fail(f"the explorer did not start: {first}{process.stdout.read()}")
+    yield found.group(1), process
+    if process.poll() is None:
+        process.kill()
+        process.wait()
 
 
 def papers_frame(data: dict, **kwargs) -> pl.DataFrame:

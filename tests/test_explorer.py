@@ -4,13 +4,10 @@ against the real server started by `paperlake explore`, offline."""
 from __future__ import annotations
 
 import json
-import os
 import re
 import shutil
 import signal
 import socket
-import subprocess
-import sys
 from pathlib import Path
 
 import polars as pl
@@ -19,12 +16,12 @@ from fastapi.testclient import TestClient
 
 from flows.core.lake import WarehouseError, open_lake
 from flows.core.palette import category_colour, sequential_colours, topic_colour
-from flows.core.settings import PROJECT_ROOT, Settings
+from flows.core.settings import Settings
 from flows.read import search_papers
 from flows.serve.explorer import MAX_HITS, Explorer
 from flows.serve.explorer_app import create_app
 from flows.serve.explorer_map import topic_names
-from tests.conftest import SAMPLE_RAW
+from tests.conftest import SAMPLE_RAW, explorer_process
 
 # The sample's paper whose abstract starts so, and a reworded copy of it with a title,
 # authors and an arXiv id: its near-duplicate in version 2.
@@ -442,21 +439,8 @@ def test_pages_and_assets_are_served_from_here(client):
 def server(lake):
     """`paperlake explore --port 0` in its own process: its URL, the process, its output."""
     settings, _ = lake
-    command = [sys.executable, "-m", "flows.cli", "explore", "-w", str(settings.warehouse),
-               "--port", "0"]  # fmt: skip
-    process = subprocess.Popen(
-        command, cwd=PROJECT_ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-        env=os.environ | {"COLUMNS": "200"},
-    )  # fmt: skip
-    first = process.stdout.readline()
-    found = re.search(r"paperlake explorer: (http://127\.0\.0\.1:\d+/)", first)
-    if not found:
-        process.kill()
-        pytest.fail(f"the explorer did not start: {first}{process.stdout.read()}")
-    yield found.group(1), process
-    if process.poll() is None:
-        process.kill()
-        process.wait()
+    with explorer_process(settings.warehouse) as started:
+        yield started
 
 
 def opened(chromium, base: str, path: str = ""):

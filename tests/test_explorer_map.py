@@ -3,11 +3,7 @@ paper, by the real `paperlake explore` on a real warehouse, in Chromium, offline
 
 from __future__ import annotations
 
-import os
-import re
 import shutil
-import subprocess
-import sys
 
 import numpy as np
 import polars as pl
@@ -17,9 +13,10 @@ from fastapi.testclient import TestClient
 from flows import publish
 from flows.core.lake import open_lake
 from flows.core.locks import run_lock
-from flows.core.settings import PROJECT_ROOT, Settings
+from flows.core.settings import Settings
 from flows.serve.explorer import Explorer
 from flows.serve.explorer_app import create_app
+from tests.conftest import explorer_process
 
 N = 100_000
 TOPICS = 160
@@ -121,19 +118,8 @@ def test_the_map_answers_its_columns_and_names_a_paper_on_demand(large):
 
 @pytest.fixture(scope="module")
 def server(large):
-    command = [sys.executable, "-m", "flows.cli", "explore", "-w", str(large.warehouse),
-               "--port", "0"]  # fmt: skip
-    process = subprocess.Popen(
-        command, cwd=PROJECT_ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-        env=os.environ | {"COLUMNS": "200"},
-    )  # fmt: skip
-    found = re.search(r"(http://127\.0\.0\.1:\d+/)", process.stdout.readline())
-    if not found:
-        process.kill()
-        pytest.fail(f"the explorer did not start: {process.stdout.read()}")
-    yield found.group(1)
-    process.kill()
-    process.wait()
+    with explorer_process(large.warehouse) as (base, _):
+        yield base
 
 
 # What the page holds: elements in the map's panel and of kinds that could draw a paper,
