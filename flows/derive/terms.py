@@ -52,7 +52,13 @@ class TermCounts:
     vocabulary (word, papers) and a count (topic_id, term, docs).
     """
 
-    SQL = ("aggregate/word_papers", "aggregate/word_terms", "aggregate/term_counts")
+    SQL = (
+        "aggregate/word_paper_changes",
+        "aggregate/word_papers",
+        "aggregate/word_terms",
+        "aggregate/term_changes",
+        "aggregate/term_counts",
+    )
     PAPERS = {"paper_id": pl.String, "digest": pl.String, "topic_id": pl.Int32}
     WORDS = {"word": pl.String, "papers": pl.Int64}
     COUNTS = {"topic_id": pl.Int32, "term": pl.String, "docs": pl.Int64}
@@ -75,6 +81,9 @@ class TermCounts:
     ) -> None:
         """Create term_counts in `con` for the papers in `topics` (paper_id, topic_id).
 
+        The changed papers' tokens are read and counted BATCH_PAPERS papers at a time, so a
+        run that counts every paper holds one batch's tokens, not the corpus's.
+
         Args:
             tokens: the rows of sql/aggregate/paper_tokens.sql now and before this run.
         """
@@ -83,18 +92,22 @@ class TermCounts:
         counted, words, counts = self.load(tokens.before_digests)
         for name, frame in (("word_papers_before", words), ("term_counts_before", counts)):
             con.register(name, frame)
-        con.register("changed_tokens", changed_tokens(tokens, counted, now))
-        for name in self.SQL[:2]:
+        con.execute("create or replace table word_paper_changes (word varchar, papers bigint)")
+        summed_in_batches(con, tokens, changed_papers(tokens, counted, now), self.SQL[0])
+        for name in self.SQL[1:3]:
             con.execute(f"create or replace table {name.split('/')[1]} as {read_sql(name)}")
         refolded = con.table("word_terms").filter("term_before <> term_after").pl()["word"]
-        if len(refolded):
-            con.register("changed_tokens", changed_tokens(tokens, counted, now, refolded))
-        con.execute(f"create or replace table term_counts as {read_sql(self.SQL[2])}")
+        changed = changed_papers(tokens, counted, now, refolded if len(refolded) else None)
+        con.execute(
+            "create or replace table term_changes (topic_id integer, term varchar, docs bigint)"
+        )
+        summed_in_batches(con, tokens, changed, self.SQL[3])
+        con.execute(f"create or replace table term_counts as {read_sql(self.SQL[4])}")
         self.save(now, con.table("word_papers").pl(), con.table("term_counts").pl())
-        for name in ("word_papers_before", "term_counts_before", "changed_tokens"):
+        for name in ("word_papers_before", "term_counts_before"):
             con.unregister(name)
-        con.execute("drop table word_papers")
-        con.execute("drop table word_terms")
+        for name in ("word_paper_changes", "word_papers", "word_terms", "term_changes"):
+            con.execute(f"drop table {name}")
 
     def load(self, cached: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]:
         """The papers the last run counted, its vocabulary and its counts; none where there
@@ -147,15 +160,35 @@ def check_counts(state: pl.DataFrame) -> str | None:
     return None
 
 
-def changed_tokens(
+# Papers whose tokens are read and counted at once (`summed_in_batches`): at about 150
+# tokens an abstract, a few million rows a batch.
+BATCH_PAPERS = 20_000
+
+
+def summed_in_batches(
+    con: duckdb.DuckDBPyConnection, tokens: PaperRowsUpdate, changed: pl.DataFrame, sql: str
+) -> None:
+    """Add the rows of sql/<sql>.sql over the tokens of each batch of `changed` papers
+    (`changed_papers`) to the table of its name in `con`: the SQL reads one batch's
+    tokens as changed_tokens, and the table holds every batch's sums."""
+    table = sql.split("/")[1]
+    for start in range(0, changed.height, BATCH_PAPERS):
+        con.register("changed_tokens", changed_tokens(tokens, changed.slice(start, BATCH_PAPERS)))
+        try:
+            con.execute(f"insert into {table} select * from ({read_sql(sql)})")
+        finally:
+            con.unregister("changed_tokens")
+
+
+def changed_papers(
     tokens: PaperRowsUpdate,
     counted: pl.DataFrame,
     now: pl.DataFrame,
     refolded: pl.Series | None = None,
 ) -> pl.DataFrame:
-    """The tokens of the papers whose share of the term counts changes, with the `side`
-    they count on: -1 taken back from the topic they were counted under (topic_before),
-    +1 given to their topic now (topic_after), 0 both.
+    """The papers whose share of the term counts changes (paper_id, side, topic_before,
+    topic_after), with the `side` they count on: -1 taken back from the topic they were
+    counted under (topic_before), +1 given to their topic now (topic_after), 0 both.
 
     A paper that came, left or changed text (digest) counts its tokens now on +1 and its
     tokens before on -1. One that moved to another topic gives its terms to it and takes
@@ -181,21 +214,27 @@ def changed_tokens(
     came = pl.concat([now.join(counted, on=same_text, how="anti").select("paper_id", "topic_id"),
                       refolding.select("paper_id", topic_id="topic_id_now")])  # fmt: skip
     null = pl.lit(None, pl.Int32)
-    back = gone.select("paper_id", side=-1, topic_before="topic_id", topic_after=null)
-    add = pl.concat([
+    return pl.concat([
+        gone.select("paper_id", side=-1, topic_before="topic_id", topic_after=null),
         came.select("paper_id", side=1, topic_before=null, topic_after="topic_id"),
         moved.select("paper_id", side=0, topic_before="topic_id", topic_after="topic_id_now"),
-    ])  # fmt: skip
-    return pl.concat([with_topics(tokens.before, back), with_topics(tokens.rows, add)])
+    ]).cast({"side": pl.Int32, "topic_before": pl.Int32, "topic_after": pl.Int32})  # fmt: skip
+
+
+def changed_tokens(tokens: PaperRowsUpdate, papers: pl.DataFrame) -> pl.DataFrame:
+    """The tokens of `papers` (from `changed_papers`) with their side and topics: those
+    taken back (side -1) as the cache held them, the others as they are now."""
+    back = papers.filter(pl.col("side") < 0)
+    return pl.concat([with_topics(tokens.before, back),
+                      with_topics(tokens.rows, papers.filter(pl.col("side") >= 0))])  # fmt: skip
 
 
 def with_topics(tokens: pl.LazyFrame, papers: pl.DataFrame) -> pl.DataFrame:
     """The tokens of `papers` (paper_id, side, topic_before, topic_after), with the
     paper's side and topics."""
     picked = tokens.filter(pl.col("paper_id").is_in(papers["paper_id"].implode()))
-    sides = papers.cast({"side": pl.Int32, "topic_before": pl.Int32, "topic_after": pl.Int32})
     return (
-        picked.join(sides.lazy(), on="paper_id")
+        picked.join(papers.lazy(), on="paper_id")
         .select("side", "topic_before", "topic_after", "paper_id", "word", "position")
         .collect()
     )
