@@ -1079,6 +1079,43 @@ def test_topic_terms_follow_papers_that_came_left_moved_or_changed(tmp_path, mon
     assert topic_terms_of(texts, later, tmp_path) == topic_terms_of(texts, later)
 
 
+def test_topic_terms_counted_in_batches_equal_one_count_and_the_definition(
+    tmp_path, monkeypatch
+):
+    """Changed papers counted a few at a time (BATCH_PAPERS) give the counts of counting
+    them at once, cold and after papers came, left, moved or changed text; every batch
+    reads its own papers' tokens only."""
+    papers = corpus_papers(40)
+    abstracts = dict(zip(papers["paper_id"], papers["abstract"], strict=True))
+    before = {p: i % 3 for i, p in enumerate(list(abstracts)[:30])}
+    now = {p: t for p, t in before.items() if p not in ("p03", "p07")}
+    now |= {f"p{i}": i % 3 for i in range(30, 35)} | {"p11": 0}
+    texts = {p: abstracts[p] for p in now} | {"p05": SENTENCES[2] + " " + SENTENCES[6]}
+    whole_cold = topic_terms_of({p: abstracts[p] for p in before}, before)
+    whole_now = topic_terms_of(texts, now)
+    batches: list[list[str]] = []
+    changed_tokens = topic_terms.changed_tokens
+
+    def spy(tokens, papers):
+        batches.append(sorted(papers["paper_id"]))
+        read = changed_tokens(tokens, papers)
+        assert set(read["paper_id"]) <= set(papers["paper_id"])
+        return read
+
+    monkeypatch.setattr(topic_terms, "BATCH_PAPERS", 4)
+    monkeypatch.setattr(topic_terms, "changed_tokens", spy)
+    assert topic_terms_of({p: abstracts[p] for p in before}, before, tmp_path) == whole_cold
+    # Cold: 30 papers in batches of 4, counted twice (the vocabulary, then the terms).
+    assert [len(b) for b in batches] == [4] * 7 + [2] + [4] * 7 + [2]
+    batches.clear()
+    assert topic_terms_of(texts, now, tmp_path) == whole_now
+    assert len(batches) > 2 and max(len(b) for b in batches) <= 4
+    terms = whole_now[0]
+    assert [row[:4] + row[5:] for row in terms] == [
+        row[:4] + row[5:] for row in reference_topic_terms(texts, now)
+    ]
+
+
 def test_a_new_papers_singular_folds_the_plurals_of_old_papers(tmp_path):
     """Old papers say "models" only; a paper that brings "model" folds their "models" and
     "language models" into "model" and "language model", and taking it away unfolds them."""
