@@ -1079,9 +1079,7 @@ def test_topic_terms_follow_papers_that_came_left_moved_or_changed(tmp_path, mon
     assert topic_terms_of(texts, later, tmp_path) == topic_terms_of(texts, later)
 
 
-def test_topic_terms_counted_in_batches_equal_one_count_and_the_definition(
-    tmp_path, monkeypatch
-):
+def test_topic_terms_counted_in_batches_equal_one_count_and_the_definition(tmp_path, monkeypatch):
     """Changed papers counted a few at a time (BATCH_PAPERS) give the counts of counting
     them at once, cold and after papers came, left, moved or changed text; every batch
     reads its own papers' tokens only."""
