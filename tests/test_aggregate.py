@@ -912,6 +912,32 @@ def test_a_run_that_only_adds_papers_adds_a_part_to_the_cache(tmp_path, monkeypa
     assert files() == [["whole-000005.parquet"]] * 2
 
 
+def test_many_new_papers_are_read_and_written_a_batch_at_a_time(tmp_path, monkeypatch):
+    """A run that reads many papers (the first) runs each per-paper SQL over BATCH_PAPERS
+    papers at a time and writes each batch's rows to the part as they come (a row group
+    each, then the papers' digests): the tables equal a build from scratch, and so do
+    the next run's, which adds papers, and the one after, which rewrites the whole."""
+    import pyarrow.parquet as pq
+
+    every = corpus_papers(40)
+    monkeypatch.setattr(paper_rows, "BATCH_PAPERS", 7)
+    read = papers_read(monkeypatch)
+    assert aggregated(every.head(25), tmp_path) == aggregated(every.head(25))
+    ids = every["paper_id"].head(25).sort().to_list()
+    batches = [ids[:7], ids[7:14], ids[14:21], ids[21:]]
+    assert read[:8] == batches * 2  # the words of topic terms, then mentions
+    for folder in (f for f in tmp_path.iterdir() if f.is_dir()):
+        part = folder / "part-000001.parquet"
+        assert pq.ParquetFile(part).metadata.num_row_groups == 5
+        held = pl.read_parquet(part)
+        assert held.filter(pl.col("digest").is_not_null())["paper_id"].sort().to_list() == ids
+        assert set(held.filter(pl.col("digest").is_null())["paper_id"]) <= set(ids)
+        cache.verify(part)
+    assert aggregated(every.head(33), tmp_path) == aggregated(every.head(33))
+    dropped = every.filter(pl.col("paper_id") != "p04")
+    assert aggregated(dropped, tmp_path) == aggregated(dropped)
+
+
 def topic_terms_of(abstracts: dict[str, str], topics: dict[str, int], cache=None):
     """topic_terms and term_counts of papers with these abstracts and topics, sorted."""
     papers = papers_frame(

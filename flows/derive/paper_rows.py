@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import hashlib
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass
+from itertools import chain
 from pathlib import Path
 
 import duckdb
@@ -15,6 +17,9 @@ from flows.core import cache
 from flows.core.lake import read_sql
 from flows.derive.mentions import MACRO_ROWS_MAX
 
+# Papers read by one run of a per-paper SQL: a run that reads many (the first) writes their
+# rows to the cache a batch at a time, and holds one batch.
+BATCH_PAPERS = 20_000
 # Tables of sql/ whose rows each come from one paper alone, and the other tables they read.
 PER_PAPER_TABLES = {"mentions": ("mention_vocabulary",)}
 
@@ -120,22 +125,43 @@ class PaperRows:
         read = read.collect()
         keep = digests.join(read, on=["paper_id", "digest"], how="semi")["paper_id"]
         todo = digests.filter(~pl.col("paper_id").is_in(keep.implode()))
-        new = self.run_over(con, todo["paper_id"])
-        before = pl.concat([new.clear().lazy(), stored.filter(pl.col("digest").is_null())],
-                           how="diagonal_relaxed").select(new.columns)  # fmt: skip
+        batches = self.new_rows(con, todo["paper_id"])
+        first = next(batches)
+        before = pl.concat([first.clear().lazy(), stored.filter(pl.col("digest").is_null())],
+                           how="diagonal_relaxed").select(first.columns)  # fmt: skip
         if keep.len() == read.height and len(files) < self.PARTS_MAX:
             # Every paper held is here, its text unchanged: the new rows are a part beside
-            # the files read (which stay), and the rows held are read when used.
-            rows = pl.concat([before, new.lazy()], how="diagonal_relaxed")
-            if todo.height:
-                self.save(pl.concat([new, todo], how="diagonal_relaxed"), whole=False)
+            # the files read (which stay), written a batch at a time, and every row is read
+            # when used.
+            new = self.save_part(chain([first], batches), todo) if todo.height else first.lazy()
+            rows = pl.concat([before, new], how="diagonal_relaxed")
         else:  # the files are replaced by a whole: what is used of them is read first
+            new = pl.concat([first, *batches], how="diagonal_relaxed")
             held = before.collect()
             kept = held.filter(pl.col("paper_id").is_in(keep.implode()))
             current = pl.concat([kept, new], how="diagonal_relaxed")
             self.save(pl.concat([current, digests], how="diagonal_relaxed"), whole=True)
             before, rows = held.lazy(), current.lazy()
         return PaperRowsUpdate(rows, digests, before, read)
+
+    def new_rows(self, con: duckdb.DuckDBPyConnection, papers: pl.Series) -> Iterator[pl.DataFrame]:
+        """The SQL's rows for `papers`, BATCH_PAPERS papers at a time (one empty frame of
+        its columns where there are none)."""
+        for start in range(0, max(papers.len(), 1), BATCH_PAPERS):
+            yield self.run_over(con, papers.slice(start, BATCH_PAPERS))
+
+    def save_part(self, batches: Iterator[pl.DataFrame], todo: pl.DataFrame) -> pl.LazyFrame:
+        """Write the rows of `batches` and the digests of the papers they were read from
+        (`todo`) as the next part, a batch at a time; its rows, to be read as used."""
+        first = next(batches)
+        columns = [*first.columns, "digest"]
+        no_digest = pl.lit(None, pl.String).alias("digest")
+        rows = (b.with_columns(no_digest).select(columns) for b in chain([first], batches))
+        digests = pl.concat([first.clear(), todo], how="diagonal_relaxed").select(columns)
+        path = self.next_file("part")
+        cache.write_parquet_batches(path, chain(rows, [digests]))
+        self.tidy(path)
+        return pl.scan_parquet(path).filter(pl.col("digest").is_null()).select(first.columns)
 
     def paper_digests(self, con: duckdb.DuckDBPyConnection) -> pl.DataFrame:
         """sql/aggregate/paper_digests.sql over the papers; every per-paper SQL of a build
@@ -167,13 +193,7 @@ class PaperRows:
         """The files that hold the current rows, by number: the latest whole and the parts
         after it, each checked against its seal. Where one fails, the folder is dropped
         (every paper's rows are computed again) and there are none."""
-        if self.path is None or not self.path.is_dir():
-            return []
-        found = sorted(
-            (int(f.stem.split("-")[1]), f)
-            for f in self.path.glob("*.parquet")
-            if f.stem.split("-")[0] in ("part", "whole") and f.stem.split("-")[1].isdigit()
-        )
+        found = self.numbered()
         wholes = [n for n, f in found if f.stem.startswith("whole-")]
         current = [(n, f) for n, f in found if n >= max(wholes, default=0)]
         try:
@@ -198,15 +218,34 @@ class PaperRows:
     def save(self, rows: pl.DataFrame, whole: bool) -> None:
         """Add `rows` as a part, or as the whole (also once PARTS_MAX parts are there);
         files it supersedes and files of other SQL texts or inputs go."""
-        files = self.files()
-        if not whole and len(files) >= self.PARTS_MAX:
+        if not whole and len(self.files()) >= self.PARTS_MAX:
             rows, whole = pl.concat([self.load(), rows], how="diagonal_relaxed"), True
-        number = max((n for n, _ in files), default=0) + 1
+        path = self.next_file("whole" if whole else "part")
+        cache.write_parquet(path, rows, whole=False)
+        self.tidy(path)
+
+    def next_file(self, kind: str) -> Path:
+        """The path of the next file (`part` or `whole`), numbered after every file there."""
         self.path.mkdir(parents=True, exist_ok=True)
-        kind = "whole" if whole else "part"
-        cache.write_parquet(self.path / f"{kind}-{number:06d}.parquet", rows, whole=False)
-        if whole:
-            for _, old in files:
+        number = max((n for n, _ in self.numbered()), default=0) + 1
+        return self.path / f"{kind}-{number:06d}.parquet"
+
+    def numbered(self) -> list[tuple[int, Path]]:
+        """Every part and whole in the folder, by number, checked or not."""
+        if self.path is None or not self.path.is_dir():
+            return []
+        return sorted(
+            (int(f.stem.split("-")[1]), f)
+            for f in self.path.glob("*.parquet")
+            if f.stem.split("-")[0] in ("part", "whole") and f.stem.split("-")[1].isdigit()
+        )
+
+    def tidy(self, written: Path) -> None:
+        """Once `written` is: where it is a whole, the files numbered below it go (it
+        supersedes them); and the files of other SQL texts or inputs."""
+        if written.stem.startswith("whole-"):
+            below = int(written.stem.split("-")[1])
+            for _, old in (f for f in self.numbered() if f[0] < below):
                 cache.drop(old)
         for stale in self.path.parent.glob(f"{self.stem}-*"):
             if stale != self.path:  # rows of another SQL text or input (or layout)
