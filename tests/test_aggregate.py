@@ -936,6 +936,11 @@ def test_many_new_papers_are_read_and_written_a_batch_at_a_time(tmp_path, monkey
     assert aggregated(every.head(33), tmp_path) == aggregated(every.head(33))
     dropped = every.filter(pl.col("paper_id") != "p04")
     assert aggregated(dropped, tmp_path) == aggregated(dropped)
+    # The whole, streamed from the parts and the new rows, is all that is left.
+    for folder in (f for f in tmp_path.iterdir() if f.is_dir()):
+        names = sorted(p.name for p in folder.iterdir())
+        assert names == ["whole-000003.parquet", "whole-000003.parquet.seal"], names
+        cache.verify(folder / "whole-000003.parquet")
 
 
 def topic_terms_of(abstracts: dict[str, str], topics: dict[str, int], cache=None):

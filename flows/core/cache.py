@@ -96,6 +96,19 @@ def write_parquet_batches(path: Path, frames: Iterable[pl.DataFrame]) -> int:
     return rows
 
 
+def sink_parquet(path: Path, frame: pl.LazyFrame) -> int:
+    """Write the rows of `frame` to `path` as polars streams them, and seal it: a file
+    larger than memory, read and written in pieces. Returns its rows."""
+    import pyarrow.parquet as pq
+
+    write_atomically(path, frame.sink_parquet)
+    rows = pq.ParquetFile(path).metadata.num_rows
+    seal = {"sha256": file_sha256(path), "bytes": path.stat().st_size, "rows": rows}
+    text = json.dumps(seal)
+    write_atomically(seal_path(path), lambda tmp: tmp.write_text(text))
+    return rows
+
+
 def verify(path: Path) -> dict:
     """The seal of `path` where the file's bytes match it.
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass
 from itertools import chain
@@ -135,13 +136,15 @@ class PaperRows:
             # when used.
             new = self.save_part(chain([first], batches), todo) if todo.height else first.lazy()
             rows = pl.concat([before, new], how="diagonal_relaxed")
-        else:  # the files are replaced by a whole: what is used of them is read first
-            new = pl.concat([first, *batches], how="diagonal_relaxed")
-            held = before.collect()
-            kept = held.filter(pl.col("paper_id").is_in(keep.implode()))
-            current = pl.concat([kept, new], how="diagonal_relaxed")
-            self.save(pl.concat([current, digests], how="diagonal_relaxed"), whole=True)
-            before, rows = held.lazy(), current.lazy()
+        else:  # the files are replaced by a whole, written as the rows are read
+            whole = self.next_file("whole")
+            rows = self.save_whole(whole, files, keep, chain([first], batches), digests)
+            # The rows taken back: those of papers kept, as the whole holds them, and of
+            # papers that left or changed text, read before their files go.
+            left = before.filter(~pl.col("paper_id").is_in(keep.implode())).collect()
+            kept = rows.filter(pl.col("paper_id").is_in(keep.implode()))
+            before = pl.concat([kept, left.lazy()], how="diagonal_relaxed")
+            self.tidy(whole)
         return PaperRowsUpdate(rows, digests, before, read)
 
     def new_rows(self, con: duckdb.DuckDBPyConnection, papers: pl.Series) -> Iterator[pl.DataFrame]:
@@ -204,10 +207,6 @@ class PaperRows:
             return []
         return current
 
-    def load(self) -> pl.DataFrame:
-        """The rows the last builds left (the SQL's columns and digest), if any."""
-        return self.scan(self.files()).collect()
-
     @staticmethod
     def scan(files: list[tuple[int, Path]]) -> pl.LazyFrame:
         """The rows of `files` (from `files()`, checked), to be read as far as used."""
@@ -215,14 +214,32 @@ class PaperRows:
             return pl.concat([pl.scan_parquet(f) for _, f in files], how="diagonal_relaxed")
         return pl.LazyFrame(schema={"paper_id": pl.String, "digest": pl.String})
 
-    def save(self, rows: pl.DataFrame, whole: bool) -> None:
-        """Add `rows` as a part, or as the whole (also once PARTS_MAX parts are there);
-        files it supersedes and files of other SQL texts or inputs go."""
-        if not whole and len(self.files()) >= self.PARTS_MAX:
-            rows, whole = pl.concat([self.load(), rows], how="diagonal_relaxed"), True
-        path = self.next_file("whole" if whole else "part")
-        cache.write_parquet(path, rows, whole=False)
-        self.tidy(path)
+    def save_whole(
+        self,
+        path: Path,
+        files: list[tuple[int, Path]],
+        keep: pl.Series,
+        batches: Iterator[pl.DataFrame],
+        digests: pl.DataFrame,
+    ) -> pl.LazyFrame:
+        """Write the whole `path` as its rows stream: the rows `files` hold of the papers
+        in `keep`, the rows of `batches` (written a batch at a time beside it first) and
+        the digests of every current paper; its rows, to be read as used. The files it
+        supersedes stay until `tidy`."""
+        first = next(batches)
+        columns = [*first.columns, "digest"]
+        no_digest = pl.lit(None, pl.String).alias("digest")
+        new = (b.with_columns(no_digest).select(columns) for b in chain([first], batches))
+        every = pl.concat([first.clear(), digests], how="diagonal_relaxed").select(columns)
+        held = self.scan(files).filter(
+            pl.col("digest").is_null() & pl.col("paper_id").is_in(keep.implode())
+        )
+        with tempfile.TemporaryDirectory(dir=self.path) as folder:
+            made = Path(folder) / "new.parquet"
+            cache.write_parquet_batches(made, new)
+            parts = [held.select(columns), pl.scan_parquet(made), every.lazy()]
+            cache.sink_parquet(path, pl.concat(parts, how="diagonal_relaxed"))
+        return pl.scan_parquet(path).filter(pl.col("digest").is_null()).select(first.columns)
 
     def next_file(self, kind: str) -> Path:
         """The path of the next file (`part` or `whole`), numbered after every file there."""
