@@ -67,8 +67,9 @@ class PaperRows:
     the papers that gave no rows. A run that only adds papers writes their rows as a new
     part (`part-N`), beside what is there; one where papers left or changed text, or that
     finds PARTS_MAX parts, writes all current rows as one `whole-N`, which supersedes every
-    file numbered below it. Each file is written atomically. Without a folder, `build`
-    runs the SQL over all papers.
+    file numbered below it. Each file is written atomically, as its rows are made
+    (BATCH_PAPERS papers at a time; a whole streams from the files it supersedes), so no
+    run holds every paper's rows. Without a folder, `build` runs the SQL over all papers.
     """
 
     PARTS_MAX = 16
