@@ -254,3 +254,12 @@ def test_a_run_prints_its_offline_page_first_and_the_data_docs_as_needing_a_netw
         "Data Docs (Great Expectations; their styles load from a CDN, so they need a "
         "network): wh/gx/index.html",
     ]
+
+
+def test_the_peak_memory_line_words_each_stage_in_gb():
+    from flows.core.wording import peak_line
+
+    peaks = {"startup": 512, "ingest": 1536}
+    assert peak_line(peaks) == "peak memory GB: startup 0.50  ingest 1.50"
+    # A summary from a warm runner that kept no peaks (started before they were kept).
+    assert peak_line(None) == "peak memory GB: not measured"

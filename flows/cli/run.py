@@ -96,11 +96,9 @@ def run(
         with run_api(settings, while_starting=load_stages):
             from flows.pipeline import run_here
 
-            startup = round(time.perf_counter() - started, 3)
-            startup_peak = record.peak_mb()
+            startup = round(time.perf_counter() - started, 3), record.peak_mb()
             summary = run_here(settings, parameters)
-        summary.stage_seconds = {"startup": startup, **summary.stage_seconds}
-        summary.stage_peak_mb = {"startup": startup_peak, **summary.stage_peak_mb}
+        record.started_up(summary, *startup)
     except DataQualityError as exc:
         stopped_before_publish(settings, str(exc))
     except (FileNotFoundError, ValueError, WarehouseError, ServerError) as exc:
@@ -242,8 +240,7 @@ def print_rejects(rejects, paths: list[str], max_rows: int) -> None:
 
 def print_summary(summary) -> None:
     """The end-of-run report: counts, version, data quality, seconds per stage."""
-    from flows.core import run_record as record
-    from flows.core.wording import outcome_lines, page_lines
+    from flows.core.wording import outcome_lines, page_lines, peak_line
 
     if summary.status == "up to date":
         print_up_to_date(summary.version)
@@ -270,7 +267,7 @@ def print_summary(summary) -> None:
         f"files parsed: {summary.files_parsed} of {summary.files}",
         f"{label}: {escape(outcome)}",
         "seconds: " + "  ".join(f"{k} {v:.1f}" for k, v in summary.stage_seconds.items()),
-        record.peak_line(summary),
+        peak_line(getattr(summary, "stage_peak_mb", None)),
     ]
     for error in summary.file_errors:
         lines.append(f"[yellow]skipped file:[/yellow] {escape(error)}")

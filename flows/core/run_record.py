@@ -20,6 +20,7 @@ from pathlib import Path
 import polars as pl
 
 from flows.core.settings import Settings, package_version
+from flows.core.wording import peak_line
 
 PACKAGES = (
     "paperlake",
@@ -82,11 +83,10 @@ def stage_ended(summary: RunSummary, stage: str) -> None:
     summary.stage_peak_mb[stage] = peak_mb()
 
 
-def peak_line(summary: RunSummary) -> str:
-    """The peak memory at each stage's end, in GB, as the run's summary words it."""
-    return "peak memory GB: " + "  ".join(
-        f"{k} {v / 1024:.2f}" for k, v in summary.stage_peak_mb.items()
-    )
+def started_up(summary: RunSummary, seconds: float, peak: int) -> None:
+    """Put the start-up (the Prefect API, imports, the model) first among the stages."""
+    summary.stage_seconds = {"startup": seconds, **summary.stage_seconds}
+    summary.stage_peak_mb = {"startup": peak, **summary.stage_peak_mb}
 
 
 def versions_of_packages() -> dict[str, str]:
@@ -169,7 +169,7 @@ def summary_lines(summary: RunSummary) -> list[str]:
         f"{summary.embeddings_reused}",
         f"- data quality: {summary.dq_outcome}",
         "- seconds: " + ", ".join(f"{k} {v:.1f}" for k, v in summary.stage_seconds.items()),
-        "- " + peak_line(summary),
+        "- " + peak_line(summary.stage_peak_mb),
     ]
     lines += [f"- failed: {f}" for f in summary.dq_failures]
     lines += [f"- skipped file: {e}" for e in summary.file_errors]

@@ -65,3 +65,9 @@ def snippet(text: str | None, chars: int = SNIPPET_CHARS) -> str:
     a cut shown by "…"."""
     flat = re.sub(r"\s+", " ", text or "").strip()
     return flat if len(flat) <= chars else flat[:chars] + "…"
+
+
+def peak_line(peaks: dict[str, int] | None) -> str:
+    """The run's peak memory (MB) as each stage ended, worded in GB for its summary."""
+    shown = "  ".join(f"{k} {v / 1024:.2f}" for k, v in (peaks or {}).items())
+    return f"peak memory GB: {shown or 'not measured'}"
