@@ -26,6 +26,7 @@ import argparse
 import json
 import math
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -44,6 +45,7 @@ CORPORA = ROOT.parent / "shared" / "corpora"
 
 def real_embed_rate(raw: Path, work: Path) -> dict:
     """Abstracts a second of the real model on this machine: one cold run on `raw`."""
+    shutil.rmtree(work / "real", ignore_errors=True)  # a cold run, also in a reused --work
     cmd = [str(PAPERLAKE), "run", "--raw", str(raw), "--warehouse", str(work / "real")]
     res = timed(cmd, env={**os.environ, "PYTHONPATH": str(ROOT)})
     embedded, seconds = embedded_count(res["output"]), stage_seconds(res["output"])["embed"]
@@ -57,7 +59,8 @@ def cheap_rows(path: Path | None, sizes: list[int], work: Path) -> list[dict]:
         bench += ["--sizes", *map(str, sizes), "--repeats", "1", "--work", str(work / "cheap")]
         subprocess.run(bench, check=True)
         path = ROOT / "bench" / "out" / "incremental-cheap.json"
-    rows = json.loads(path.read_text())
+    saved = json.loads(path.read_text())
+    rows = saved["rows"] if isinstance(saved, dict) else saved  # WORK/incremental.json too
     return sorted(rows, key=lambda r: r["n"])[-2:]
 
 
