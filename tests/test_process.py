@@ -216,6 +216,39 @@ def test_a_stop_deadline_kills_what_outlives_it_and_exits():
     )
 
 
+# A process whose command stops in time on the signal, and then hangs on its way out (a
+# thread that is joined at exit and never ends, as serve's were on a busy machine).
+HANGS_ON_EXIT = """
+import signal, threading, time
+from flows.core.stopping import StopDeadline
+signal.signal(signal.SIGTERM, signal.default_int_handler)
+try:
+    with StopDeadline("the process", seconds=1):
+        print("ready", flush=True)
+        time.sleep(600)
+except KeyboardInterrupt:
+    pass
+threading.Thread(target=time.sleep, args=(600,)).start()
+"""
+
+
+def test_a_stop_deadline_holds_past_its_block_once_a_signal_came():
+    hangs = subprocess.Popen(
+        [sys.executable, "-c", HANGS_ON_EXIT], cwd=PROJECT_ROOT, stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    assert hangs.stdout.readline() == "ready\n"
+    try:
+        sent = time.monotonic()
+        hangs.send_signal(signal.SIGTERM)
+        code = hangs.wait(timeout=10)
+        took = time.monotonic() - sent
+    finally:
+        stop_all(hangs.pid)
+    assert code == 128 + signal.SIGTERM and 1 <= took < 5
+    assert hangs.stderr.read() == "stopped: the process, killed: not ended 1 s after SIGTERM\n"
+
+
 @pytest.fixture
 def busy():
     """Eight processes spinning beside the test, four for each of two cores."""

@@ -183,7 +183,9 @@ class StopDeadline:
     process handles it (Prefect's runner has its own handler, which cancels a flow run in
     progress and may wait 30 s for it), this process and every process below it end
     within `seconds`: what is still running then is killed, and this process exits with
-    128 + the signal after saying so.
+    128 + the signal after saying so. A signal that came while entered holds the deadline
+    past the block too: the process may still hang on its way out (a thread joined at
+    exit, a child whose stop the signal cut short).
 
     Like SignalStop, it learns of the signal from the wakeup fd, whichever handler runs.
     """
@@ -191,7 +193,7 @@ class StopDeadline:
     def __init__(self, what: str, seconds: float = SERVE_STOP_SECONDS) -> None:
         self.what = what
         self.seconds = seconds
-        self.done = threading.Event()
+        self.left = threading.Event()
 
     def __enter__(self) -> StopDeadline:
         self.receiver, self.sender = socket.socketpair()
@@ -203,24 +205,17 @@ class StopDeadline:
 
     def __exit__(self, *exc_info: object) -> None:
         signal.set_wakeup_fd(self.wakeup)
-        self.done.set()
-        self.sender.close()
+        self.left.set()
 
     def watch(self) -> None:
-        """Wait for a stop signal; then give the process `seconds` to end by itself."""
-        signum = None
-        while signum is None and not self.done.is_set():
-            select.select([self.receiver], [], [], 0.2)
-            try:
-                data = self.receiver.recv(256)
-            except BlockingIOError:
-                continue
-            except OSError:  # the sender closed: the block ended
-                break
-            signum = next((byte for byte in data if byte in STOP_SIGNALS), None)
-        self.receiver.close()
-        if signum is None or self.done.wait(self.seconds):
+        """Wait for a stop signal (until the block is left and none came); then give the
+        process `seconds` to end by itself."""
+        signum = self.signal_received()
+        if signum is None:  # the block was left, and the wakeup fd is restored
+            self.receiver.close()
+            self.sender.close()
             return
+        time.sleep(self.seconds)  # the process ends before, taking this thread with it
         for pid in descendants(os.getpid()):
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
@@ -228,6 +223,22 @@ class StopDeadline:
         line = f"stopped: {self.what}, killed: not ended {self.seconds:.0f} s after {name}\n"
         os.write(2, line.encode())
         os._exit(128 + signum)
+
+    def signal_received(self) -> int | None:
+        """The stop signal the wakeup fd brings; None once the block is left without one
+        (read once more after leaving: the signal may have come just before)."""
+        while True:
+            left = self.left.is_set()
+            select.select([self.receiver], [], [], 0.2)
+            try:
+                data = self.receiver.recv(256)
+            except BlockingIOError:
+                if left:
+                    return None
+                continue
+            signum = next((byte for byte in data if byte in STOP_SIGNALS), None)
+            if signum is not None:
+                return signum
 
 
 def stops_within(what: str, seconds: float = SERVE_STOP_SECONDS) -> Callable[..., Any]:
