@@ -28,6 +28,11 @@ WORDS = (
 )  # fmt: skip
 
 
+def copies(frame: pl.DataFrame, n: int) -> pl.DataFrame:
+    """`n` copies of the first row of `frame` (its columns and types, to be overwritten)."""
+    return frame.head(1).select(pl.all().gather(np.zeros(n, dtype=np.int64)))
+
+
 def grown(tables: dict[str, pl.DataFrame], rng: np.random.Generator) -> dict[str, pl.DataFrame]:
     """Papers, topics, places and topic of N papers in TOPICS topics (each a blob of papers
     around its own centre) and VENUES venues, on the columns of the sample's tables."""
@@ -35,37 +40,24 @@ def grown(tables: dict[str, pl.DataFrame], rng: np.random.Generator) -> dict[str
     centres = rng.uniform(-0.85, 0.85, (TOPICS, 2))
     xy = np.clip(centres[topic] + rng.normal(0, 0.05, (N, 2)), -1, 1).round(5)
     ids = [f"{i:016x}" for i in range(N)]
-    papers = (
-        tables["papers"]
-        .head(1)
-        .select(pl.all().gather(np.zeros(N, dtype=np.int64)))
-        .with_columns(
-            paper_id=pl.Series(ids),
-            title=pl.Series([f"Paper number {i}" for i in range(N)]),
-            abstract=pl.lit("A short abstract of a generated paper."),
-            venue=pl.Series([f"Venue {i % VENUES:02d}" for i in range(N)]),
-            year=pl.Series(2010 + np.arange(N) % 16, dtype=tables["papers"]["year"].dtype),
-        )
+    papers = copies(tables["papers"], N).with_columns(
+        paper_id=pl.Series(ids),
+        title=pl.Series([f"Paper number {i}" for i in range(N)]),
+        abstract=pl.lit("A short abstract of a generated paper."),
+        venue=pl.Series([f"Venue {i % VENUES:02d}" for i in range(N)]),
+        year=pl.Series(2010 + np.arange(N) % 16, dtype=tables["papers"]["year"].dtype),
     )
     sizes = np.bincount(topic, minlength=TOPICS)
     labels = [f"{WORDS[t % 20]} {WORDS[t // 20]}, {WORDS[(t * 7) % 20]} {t}" for t in range(TOPICS)]
-    topics = (
-        tables["topics"]
-        .head(1)
-        .select(pl.all().gather(np.zeros(TOPICS, dtype=np.int64)))
-        .with_columns(
-            topic_id=pl.Series(range(TOPICS), dtype=tables["topics"]["topic_id"].dtype),
-            label=pl.Series(labels),
-            papers=pl.Series(sizes, dtype=tables["topics"]["papers"].dtype),
-            top_terms=pl.Series([label.replace(",", "").split() for label in labels]),
-        )
+    topics = copies(tables["topics"], TOPICS).with_columns(
+        topic_id=pl.Series(range(TOPICS), dtype=tables["topics"]["topic_id"].dtype),
+        label=pl.Series(labels),
+        papers=pl.Series(sizes, dtype=tables["topics"]["papers"].dtype),
+        top_terms=pl.Series([label.replace(",", "").split() for label in labels]),
     )
     schema = tables["paper_topics"].schema
-    paper_topics = (
-        tables["paper_topics"]
-        .head(1)
-        .select(pl.all().gather(np.zeros(N, dtype=np.int64)))
-        .with_columns(paper_id=pl.Series(ids), topic_id=pl.Series(topic, dtype=schema["topic_id"]))
+    paper_topics = copies(tables["paper_topics"], N).with_columns(
+        paper_id=pl.Series(ids), topic_id=pl.Series(topic, dtype=schema["topic_id"])
     )
     coordinates = pl.DataFrame({"paper_id": ids, "x": xy[:, 0], "y": xy[:, 1]})
     return {
