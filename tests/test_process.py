@@ -74,7 +74,11 @@ def server_of(run: subprocess.Popen) -> int:
         if run.poll() is not None:
             pytest.fail(f"the run ended early with {run.returncode}")
         for pid in children(run.pid):
-            if b"flows.serve.api_server" in Path(f"/proc/{pid}/cmdline").read_bytes():
+            try:
+                command = Path(f"/proc/{pid}/cmdline").read_bytes()
+            except OSError:  # a child that ended while listed
+                continue
+            if b"flows.serve.api_server" in command:
                 return pid
         return None
 
@@ -247,6 +251,40 @@ def test_a_stop_deadline_holds_past_its_block_once_a_signal_came():
         stop_all(hangs.pid)
     assert code == 128 + signal.SIGTERM and 1 <= took < 5
     assert hangs.stderr.read() == "stopped: the process, killed: not ended 1 s after SIGTERM\n"
+
+
+# A process that can run no Python at all once the signal comes (stopped here, as one
+# whose threads deadlock holding the interpreter lock would be).
+FROZEN = """
+import time
+from flows.core.stopping import StopDeadline
+with StopDeadline("the frozen process", seconds=1):
+    print("ready", flush=True)
+    time.sleep(600)
+"""
+
+
+def test_the_watchdog_kills_a_process_that_cannot_stop_itself():
+    frozen = subprocess.Popen(
+        [sys.executable, "-c", FROZEN], cwd=PROJECT_ROOT, stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE, text=True, start_new_session=True,
+    )  # fmt: skip
+    assert frozen.stdout.readline() == "ready\n"
+    watchdog = [pid for pid, line in descendants(frozen.pid).items() if b"watchdog" in line]
+    try:
+        os.kill(frozen.pid, signal.SIGSTOP)
+        sent = time.monotonic()
+        os.killpg(frozen.pid, signal.SIGINT)  # Ctrl-C: the group, the watchdog with it
+        code = frozen.wait(timeout=10)
+        took = time.monotonic() - sent
+        wait_for(lambda: not any(alive(pid) for pid in watchdog), 5, "the watchdog stayed")
+    finally:
+        stop_all(frozen.pid, *watchdog)
+    assert len(watchdog) == 1
+    assert code == -signal.SIGKILL and 2.5 <= took < 5
+    assert frozen.stderr.read() == (
+        "stopped: the frozen process, killed from outside: not ended 2.5 s after SIGINT\n"
+    )
 
 
 @pytest.fixture

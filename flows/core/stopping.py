@@ -23,6 +23,8 @@ import os
 import select
 import signal
 import socket
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -38,6 +40,9 @@ PUBLISH_NOTE = (
 # How long `serve` may take to stop by itself before what is left of it is killed: its
 # promise is no process left 10 s after the signal, also on a busy machine.
 SERVE_STOP_SECONDS = 7.0
+# How much longer the watchdog process gives it before it kills what is left from outside.
+WATCHDOG_SECONDS = 1.5
+WATCHDOG_START_SECONDS = 10.0  # at most, on a busy machine (it starts in about 0.05 s)
 
 
 def not_a_termination(record: logging.LogRecord) -> bool:
@@ -187,7 +192,11 @@ class StopDeadline:
     past the block too: the process may still hang on its way out (a thread joined at
     exit, a child whose stop the signal cut short).
 
-    Like SignalStop, it learns of the signal from the wakeup fd, whichever handler runs.
+    It learns of the signal from the wakeup fd, whichever handler runs. The wakeup fd is
+    a pipe to a watchdog process (flows/core/watchdog.py), which relays each byte to this
+    process's watcher thread, and kills what is left WATCHDOG_SECONDS later where this
+    process cannot do it itself (a thread deadlocked holding the interpreter lock stops
+    every thread here, the watcher too).
     """
 
     def __init__(self, what: str, seconds: float = SERVE_STOP_SECONDS) -> None:
@@ -196,10 +205,18 @@ class StopDeadline:
         self.left = threading.Event()
 
     def __enter__(self) -> StopDeadline:
-        self.receiver, self.sender = socket.socketpair()
-        self.receiver.setblocking(False)
-        self.sender.setblocking(False)
-        self.wakeup = signal.set_wakeup_fd(self.sender.fileno(), warn_on_full_buffer=False)
+        wake, self.wake = os.pipe()
+        self.relayed, relay = os.pipe()
+        command = [sys.executable, "-m", "flows.core.watchdog", str(os.getpid()),
+                   str(self.seconds + WATCHDOG_SECONDS), self.what]  # fmt: skip
+        self.watchdog = subprocess.Popen(command, stdin=wake, stdout=relay)
+        os.close(wake)
+        os.close(relay)
+        # Its first byte says it is ready (a signal before would end it unseen).
+        if select.select([self.relayed], [], [], WATCHDOG_START_SECONDS)[0]:
+            os.read(self.relayed, 1)
+        os.set_blocking(self.wake, False)
+        self.wakeup = signal.set_wakeup_fd(self.wake, warn_on_full_buffer=False)
         threading.Thread(target=self.watch, name="stop-deadline", daemon=True).start()
         return self
 
@@ -211,9 +228,11 @@ class StopDeadline:
         """Wait for a stop signal (until the block is left and none came); then give the
         process `seconds` to end by itself."""
         signum = self.signal_received()
-        if signum is None:  # the block was left, and the wakeup fd is restored
-            self.receiver.close()
-            self.sender.close()
+        if signum is None:  # the wakeup fd is restored: the watchdog may go
+            os.close(self.wake)
+            os.close(self.relayed)
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                self.watchdog.wait(timeout=5)
             return
         time.sleep(self.seconds)  # the process ends before, taking this thread with it
         for pid in descendants(os.getpid()):
@@ -225,17 +244,20 @@ class StopDeadline:
         os._exit(128 + signum)
 
     def signal_received(self) -> int | None:
-        """The stop signal the wakeup fd brings; None once the block is left without one
-        (read once more after leaving: the signal may have come just before)."""
+        """The stop signal the watchdog relays; None once the block is left without one
+        (read once more after leaving: the signal may have come just before), or where
+        the watchdog has gone."""
         while True:
             left = self.left.is_set()
-            select.select([self.receiver], [], [], 0.2)
-            try:
-                data = self.receiver.recv(256)
-            except BlockingIOError:
+            ready, _, _ = select.select([self.relayed], [], [], 0.2)
+            if not ready:
                 if left:
                     return None
                 continue
+            data = os.read(self.relayed, 256)
+            if not data:  # the watchdog ended: nothing more can come, the fds stay till then
+                self.left.wait()
+                return None
             signum = next((byte for byte in data if byte in STOP_SIGNALS), None)
             if signum is not None:
                 return signum
