@@ -160,7 +160,19 @@ def test_signal_stops_run_with_one_line(tmp_path, when, signum):
     # The stage logs of the flow come first; after the stop, one line and nothing else.
     assert lines[-1].startswith(f"error: run stopped by {signal.Signals(signum).name}"), stderr
     assert all(" | INFO " in line for line in lines[:-1]), stderr
-    assert published(warehouse) == []
+    # Nothing is published; or, where the signal was handled only once the commit was
+    # done (the main thread in DuckDB's commit, on a busy machine), the version is whole
+    # and the run's log says it was published before the stop.
+    if published(warehouse):
+        assert published(warehouse) == [1], stderr
+        assert any("publish: version 1 of" in line for line in lines[:-1]), stderr
+        settings = Settings(warehouse=warehouse)
+        con = connect()
+        try:
+            attach(con, settings, read_only=True)
+            assert con.execute("select count(*) from lake.papers").fetchone() == (38,)
+        finally:
+            con.close()
 
 
 def test_server_stops_by_itself_when_run_is_killed(tmp_path):
@@ -379,6 +391,12 @@ def test_serve_stops_with_every_process_it_started_within_10_s_on_a_busy_machine
         # was due meanwhile; on a machine this busy that can outlast the deadline, which
         # then ends it as promised: killed at 7 s, saying so.
         assert killed in output and max(t for t in gone.values() if t) >= 7, output[-3000:]
+    elif serve.returncode == -signal.SIGKILL:
+        # serve itself could run nothing after the signal (seen under the whole suite on
+        # this 2-core machine, with Ctrl-C during a flow run): the watchdog ended it, as
+        # promised within 10 s, and said so.
+        outside = "stopped: the schedule and the Prefect server it started, killed from outside"
+        assert outside in output and max(t for t in gone.values() if t) >= 8.5, output[-3000:]
     else:
         assert serve.returncode == 0, output[-3000:]
         assert "stopped: the schedule and the Prefect server it started\n" in output

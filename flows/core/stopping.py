@@ -16,6 +16,7 @@ StopDeadline: whatever of it has not ended SERVE_STOP_SECONDS after the signal i
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import functools
 import logging
@@ -218,6 +219,9 @@ class StopDeadline:
         os.set_blocking(self.wake, False)
         self.wakeup = signal.set_wakeup_fd(self.wake, warn_on_full_buffer=False)
         threading.Thread(target=self.watch, name="stop-deadline", daemon=True).start()
+        # A process that exits as it should takes its watchdog with it; one that hangs on
+        # its way out (joining its threads) never gets here, and the watchdog ends it.
+        atexit.register(self.end_watchdog)
         return self
 
     def __exit__(self, *exc_info: object) -> None:
@@ -242,6 +246,12 @@ class StopDeadline:
         line = f"stopped: {self.what}, killed: not ended {self.seconds:.0f} s after {name}\n"
         os.write(2, line.encode())
         os._exit(128 + signum)
+
+    def end_watchdog(self) -> None:
+        """Stop the watchdog and wait for it (at the exit of a process that ends)."""
+        self.watchdog.kill()
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self.watchdog.wait(timeout=5)
 
     def signal_received(self) -> int | None:
         """The stop signal the watchdog relays; None once the block is left without one
