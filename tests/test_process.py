@@ -14,23 +14,12 @@ import pytest
 
 from flows.core.lake import attach, catalog_exists, connect, published_versions
 from flows.core.settings import PROJECT_ROOT, Settings
+from flows.core.watchdog import alive
 from tests.conftest import SAMPLE_RAW
 
 pytestmark = pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads /proc")
 
 PAPERLAKE = Path(sys.executable).with_name("paperlake")
-
-
-def state(pid: int) -> str | None:
-    """The process's state letter from /proc, or None once it is gone."""
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except (OSError, IndexError):
-        return None
-
-
-def alive(pid: int) -> bool:
-    return state(pid) not in (None, "Z")
 
 
 def children(pid: int) -> list[int]:

@@ -25,7 +25,7 @@ import sys
 import time
 from pathlib import Path
 
-STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+from flows.core.stopping import STOP_SIGNALS, descendants
 
 
 def state(pid: int) -> str | None:
@@ -61,8 +61,6 @@ def stop_signal(relay: int) -> int | None:
 
 
 def main(argv: list[str]) -> int:
-    from flows.core.stopping import descendants
-
     command, seconds, what = int(argv[1]), float(argv[2]), argv[3]
     signum = stop_signal(relay=1)
     if signum is None:
