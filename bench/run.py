@@ -56,17 +56,25 @@ def timed(cmd: list[str], **kwargs) -> dict:
             "output": output}  # fmt: skip
 
 
-def stage_seconds(output: str) -> dict[str, float]:
-    match = re.search(r"^seconds: (.*)$", output, re.M)
+def stage_figures(output: str, head: str) -> dict[str, float]:
+    """A figure a stage from the run summary's line that starts with `head`."""
+    match = re.search(rf"^{head}: (.*)$", output, re.M)
     pairs = re.findall(r"(\w+) ([\d.]+)", match.group(1)) if match else []
     return {name: float(value) for name, value in pairs}
+
+
+def stage_seconds(output: str) -> dict[str, float]:
+    return stage_figures(output, "seconds")
 
 
 def stage_peaks(output: str) -> dict[str, float]:
     """The run's peak memory (GB) as each stage ended, from its summary line."""
-    match = re.search(r"^peak memory GB: (.*)$", output, re.M)
-    pairs = re.findall(r"(\w+) ([\d.]+)", match.group(1)) if match else []
-    return {name: float(value) for name, value in pairs}
+    return stage_figures(output, "peak memory GB")
+
+
+def stage_cpu(output: str) -> dict[str, float]:
+    """The run process's CPU seconds a stage, from its summary line."""
+    return stage_figures(output, "cpu seconds")
 
 
 def embedded_count(output: str) -> int:

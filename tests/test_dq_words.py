@@ -263,3 +263,14 @@ def test_the_peak_memory_line_words_each_stage_in_gb():
     assert peak_line(peaks) == "peak memory GB: startup 0.50  ingest 1.50"
     # A summary from a warm runner that kept no peaks (started before they were kept).
     assert peak_line(None) == "peak memory GB: not measured"
+
+
+def test_the_usage_lines_give_peaks_and_cpu_seconds_a_stage():
+    from types import SimpleNamespace
+
+    from flows.core.wording import usage_lines
+
+    summary = SimpleNamespace(stage_peak_mb={"ingest": 1024}, stage_cpu_s={"ingest": 2.25})
+    assert usage_lines(summary) == ["peak memory GB: ingest 1.00", "cpu seconds: ingest 2.2"]
+    # A handed-over run's summary, from a runner that kept neither.
+    assert usage_lines(SimpleNamespace())[1] == "cpu seconds: not measured"

@@ -75,6 +75,8 @@ def test_sample_run_publishes_version_1(sample_run):
     peaks = [extra["stage_peak_mb"][stage] for stage in stages]
     assert sorted(extra["stage_peak_mb"]) == sorted(stages)
     assert peaks[0] > 100 and peaks == sorted(peaks)
+    # Its CPU seconds a stage: embedding 38 abstracts takes the process's CPU.
+    assert sorted(extra["stage_cpu_s"]) == sorted(stages) and extra["stage_cpu_s"]["embed"] > 0
     outcomes = con.execute(
         "select count(*), count(distinct suite), bool_and(success or not blocking) from dq_results"
     ).fetchone()

@@ -96,7 +96,7 @@ def run(
         with run_api(settings, while_starting=load_stages):
             from flows.pipeline import run_here
 
-            startup = round(time.perf_counter() - started, 3), record.peak_mb()
+            startup = record.startup_figures(started)
             summary = run_here(settings, parameters)
         record.started_up(summary, *startup)
     except DataQualityError as exc:
@@ -240,7 +240,7 @@ def print_rejects(rejects, paths: list[str], max_rows: int) -> None:
 
 def print_summary(summary) -> None:
     """The end-of-run report: counts, version, data quality, seconds per stage."""
-    from flows.core.wording import outcome_lines, page_lines, peak_line
+    from flows.core.wording import outcome_lines, page_lines, usage_lines
 
     if summary.status == "up to date":
         print_up_to_date(summary.version)
@@ -267,7 +267,7 @@ def print_summary(summary) -> None:
         f"files parsed: {summary.files_parsed} of {summary.files}",
         f"{label}: {escape(outcome)}",
         "seconds: " + "  ".join(f"{k} {v:.1f}" for k, v in summary.stage_seconds.items()),
-        peak_line(getattr(summary, "stage_peak_mb", None)),
+        *usage_lines(summary),
     ]
     for error in summary.file_errors:
         lines.append(f"[yellow]skipped file:[/yellow] {escape(error)}")

@@ -12,6 +12,7 @@ import logging
 import platform
 import re
 import resource
+import time
 import uuid
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -20,7 +21,7 @@ from pathlib import Path
 import polars as pl
 
 from flows.core.settings import Settings, package_version
-from flows.core.wording import peak_line
+from flows.core.wording import usage_lines
 
 PACKAGES = (
     "paperlake",
@@ -68,6 +69,10 @@ class RunSummary:
     # The process's peak memory (MB) when each stage ended: the peak so far, so the stage
     # where it first reaches its highest figure is the one that needed it.
     stage_peak_mb: dict[str, int] = field(default_factory=dict)
+    # The process's CPU seconds (user and system, all its threads) from the end of the
+    # stage before to the end of this one; `cpu_mark` is the figure at the last end.
+    stage_cpu_s: dict[str, float] = field(default_factory=dict)
+    cpu_mark: float = 0.0
     changes: dict[str, list[int]] = field(default_factory=dict)
     started: datetime | None = None
     warnings: list[str] = field(default_factory=list)  # what went wrong after the commit
@@ -78,15 +83,32 @@ def peak_mb() -> int:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024
 
 
+def cpu_seconds() -> float:
+    """This process's CPU seconds so far, user and system, all its threads."""
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
 def stage_ended(summary: RunSummary, stage: str) -> None:
-    """Note the peak memory so far as stage `stage` ends."""
+    """Note the peak memory so far, and the CPU seconds since the last stage ended, as
+    stage `stage` ends."""
     summary.stage_peak_mb[stage] = peak_mb()
+    now = cpu_seconds()
+    summary.stage_cpu_s[stage] = round(now - summary.cpu_mark, 2)
+    summary.cpu_mark = now
 
 
-def started_up(summary: RunSummary, seconds: float, peak: int) -> None:
+def startup_figures(started: float) -> tuple[float, int, float]:
+    """The seconds since `started` (a perf_counter reading), the peak memory (MB) and the
+    CPU seconds so far: what `started_up` puts first."""
+    return round(time.perf_counter() - started, 3), peak_mb(), cpu_seconds()
+
+
+def started_up(summary: RunSummary, seconds: float, peak: int, cpu: float) -> None:
     """Put the start-up (the Prefect API, imports, the model) first among the stages."""
     summary.stage_seconds = {"startup": seconds, **summary.stage_seconds}
     summary.stage_peak_mb = {"startup": peak, **summary.stage_peak_mb}
+    summary.stage_cpu_s = {"startup": round(cpu, 2), **summary.stage_cpu_s}
 
 
 def versions_of_packages() -> dict[str, str]:
@@ -169,7 +191,7 @@ def summary_lines(summary: RunSummary) -> list[str]:
         f"{summary.embeddings_reused}",
         f"- data quality: {summary.dq_outcome}",
         "- seconds: " + ", ".join(f"{k} {v:.1f}" for k, v in summary.stage_seconds.items()),
-        "- " + peak_line(summary.stage_peak_mb),
+        *("- " + line for line in usage_lines(summary)),
     ]
     lines += [f"- failed: {f}" for f in summary.dq_failures]
     lines += [f"- skipped file: {e}" for e in summary.file_errors]
@@ -195,6 +217,7 @@ def new_summary(settings: Settings) -> RunSummary:
         # A server without a UI gives a relative address that leads nowhere.
         flow_run_url=flow_run.ui_url if (flow_run.ui_url or "").startswith("http") else None,
         started=datetime.now(UTC),
+        cpu_mark=cpu_seconds(),
     )
 
 
@@ -291,6 +314,7 @@ def manifest(summary: RunSummary, settings: Settings, fingerprint: str, embed, s
         "counts": {k: v for k, v in vars(summary).items() if isinstance(v, int)},
         "stage_seconds": summary.stage_seconds,
         "stage_peak_mb": summary.stage_peak_mb,
+        "stage_cpu_s": summary.stage_cpu_s,
         "dq_outcome": summary.dq_outcome,
     }
 

@@ -71,3 +71,13 @@ def peak_line(peaks: dict[str, int] | None) -> str:
     """The run's peak memory (MB) as each stage ended, worded in GB for its summary."""
     shown = "  ".join(f"{k} {v / 1024:.2f}" for k, v in (peaks or {}).items())
     return f"peak memory GB: {shown or 'not measured'}"
+
+
+def usage_lines(summary) -> list[str]:
+    """A run summary's peak memory line and its CPU seconds a stage."""
+    cpu = getattr(summary, "stage_cpu_s", None) or {}
+    shown = "  ".join(f"{k} {v:.1f}" for k, v in cpu.items())
+    return [
+        peak_line(getattr(summary, "stage_peak_mb", None)),
+        f"cpu seconds: {shown or 'not measured'}",
+    ]
