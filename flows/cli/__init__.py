@@ -7,11 +7,7 @@ app's callback for anything that invokes `app` itself (typer's test runner).
 
 from __future__ import annotations
 
-import atexit
-import contextlib
 import functools
-import logging
-import os
 import sys
 from collections.abc import Callable
 from typing import Annotated, Any
@@ -96,28 +92,6 @@ app.command(name="dq", help=pages.DQ_HELP)(reports_damage(pages.data_quality))
 
 
 def main() -> None:
-    """The console entry point: set the environment, run the command, leave at once.
-
-    Interpreter finalisation after DuckDB, polars, torch or Prefect are loaded does nothing
-    useful once every file is written and closed, and it is slow (`leave_now`). atexit
-    runs handlers last-registered first, and this one is registered before any command
-    imports a library, so every library's exit handler still runs before it.
-    """
+    """The console entry point: set the environment, run the command."""
     configure_environment()
-    status = {"code": 1}  # an exception other than SystemExit escaping app()
-    atexit.register(leave_now, status)
-    try:
-        app()
-    except SystemExit as exc:
-        code = exc.code
-        status["code"] = code if isinstance(code, int) else (0 if code is None else 1)
-        raise
-
-
-def leave_now(status: dict[str, int]) -> None:
-    """End the process with the command's exit status, skipping interpreter finalisation."""
-    logging.shutdown()  # registered with atexit before this handler, so it would not run
-    for stream in (sys.stdout, sys.stderr):
-        with contextlib.suppress(OSError, ValueError):  # a closed pipe or stream
-            stream.flush()
-    os._exit(status["code"])
+    app()

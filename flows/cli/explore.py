@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-import contextlib
-import sys
-from collections.abc import Iterator
+import io
+import urllib.parse
 from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
@@ -19,6 +18,9 @@ from flows.core.stopping import stops_on_signals
 
 if TYPE_CHECKING:
     import polars as pl
+
+
+Found = tuple["pl.DataFrame", str | None]  # a search's hits, and the no-good-match line
 
 
 class Mode(StrEnum):
@@ -96,49 +98,60 @@ def search(
     and the paper: the same scale for every query) and bm25 (the keyword score). When even
     the best hit is below the least cosine of a good match, a line says so.
     """
-    from flows.core.lake import open_lake
-    from flows.read import MIN_COSINE, no_good_match, search_papers, unmatched_topic
-
-    threshold = MIN_COSINE if min_cosine is None else min_cosine
-    unknown = None
-    try:
-        with without_pandas(), open_lake(settings, version, ("fts",)) as con:
-            # A topic filter that names no topic is said so, not answered with no rows.
-            unknown = topic is not None and unmatched_topic(con, topic)
-            if not unknown:
-                hits = search_papers(
-                    con, text, settings, k=k, mode=mode.value, venue=venue, year=year,
-                    fusion=fusion, topic=topic, min_cosine=threshold,
-                )  # fmt: skip
-    except (WarehouseError, ValueError, RuntimeError) as exc:
-        fail(str(exc))
-    if unknown:
-        fail(unknown)
+    asked = {
+        "q": text, "version": version, "k": k, "mode": mode.value, "venue": venue,
+        "year": year, "topic": topic, "fusion": fusion, "min_cosine": min_cosine,
+    }  # fmt: skip
+    found = searched_by_explorer(settings, asked)
+    hits, weak = found if found is not None else searched_here(settings, asked)
     print_hits(hits, fmt, max_rows)
-    if weak := no_good_match(hits, threshold):
+    if weak:
         # After a table, for the reader; beside machine formats, on stderr (the rows
         # carry it as good_match).
         (out if fmt == Format.table else err).print(weak, highlight=False)
 
 
-@contextlib.contextmanager
-def without_pandas() -> Iterator[None]:
-    """Keep pandas out of this process while a command runs: DuckDB imports it before
-    binding any parameter where it is installed (duckdb/duckdb#18658), and nothing a search
-    runs needs it.
+def searched_by_explorer(settings: Settings, asked: dict) -> Found | None:
+    """The hits and the no-good-match line of a running explorer of the warehouse
+    (flows/core/explorers.py), which holds the version and the model in memory: the fast
+    path. None where none runs, or it did not answer or failed: the search runs here."""
+    from flows.core import explorers
 
-    Importing it is a sizeable share of a search's start (bench/search_latency.py); an
-    entry of None in sys.modules makes `import pandas` fail, and DuckDB binds without it.
-    The entry goes when the command ends, for callers in the same process (tests).
-    """
-    kept_out = "pandas" not in sys.modules
-    if kept_out:
-        sys.modules["pandas"] = None
+    url = explorers.running(settings)
+    answer = explorers.ask(url, "api/hits", asked) if url else None
+    if answer is None or answer.status >= 500:
+        return None
+    if answer.status != 200:  # the explorer refused the search as this process would
+        fail(answer.error())
+    import polars as pl
+
+    weak = urllib.parse.unquote(answer.headers.get("paperlake-no-good-match", ""))
+    return pl.read_ipc(io.BytesIO(answer.body)), weak or None
+
+
+def searched_here(settings: Settings, asked: dict) -> Found:
+    """The hits and the no-good-match line of a search run in this process."""
+    from flows.core.lake import open_lake
+    from flows.read import MIN_COSINE, no_good_match, search_papers, unmatched_topic
+
+    given = asked["min_cosine"]
+    threshold, topic = MIN_COSINE if given is None else given, asked["topic"]
+    unknown = None
     try:
-        yield
-    finally:
-        if kept_out and sys.modules.get("pandas", False) is None:
-            del sys.modules["pandas"]
+        with open_lake(settings, asked["version"], ("fts",)) as con:
+            # A topic filter that names no topic is said so, not answered with no rows.
+            unknown = topic is not None and unmatched_topic(con, topic)
+            if not unknown:
+                hits = search_papers(
+                    con, asked["q"], settings, k=asked["k"], mode=asked["mode"],
+                    venue=asked["venue"], year=asked["year"], fusion=asked["fusion"],
+                    topic=topic, min_cosine=threshold,
+                )  # fmt: skip
+    except (WarehouseError, ValueError, RuntimeError) as exc:
+        fail(str(exc))
+    if unknown:
+        fail(unknown)
+    return hits, no_good_match(hits, threshold)
 
 
 TITLE_WORDS = 12  # an untitled paper is shown by its abstract's first words
@@ -193,7 +206,7 @@ def similar(
     from flows.read import similar_papers
 
     try:
-        with without_pandas(), open_lake(settings, version, ("fts",)) as con:
+        with open_lake(settings, version, ("fts",)) as con:
             hits = similar_papers(con, paper_id, k)
     except (WarehouseError, ValueError) as exc:
         fail(str(exc))

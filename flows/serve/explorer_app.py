@@ -11,13 +11,15 @@ from pathlib import Path
 import duckdb
 import uvicorn
 from fastapi import FastAPI, Request
-from fastapi.responses import HTMLResponse, JSONResponse
+from fastapi.responses import HTMLResponse, JSONResponse, Response
 from fastapi.staticfiles import StaticFiles
 from fastapi.templating import Jinja2Templates
 
 from flows.core import damage
 from flows.core.errors import WarehouseError
+from flows.core.explorers import announced
 from flows.serve.explorer import Explorer, ExplorerError
+from flows.serve.explorer_hits import ARROW, as_arrow, command_hits, said
 
 HERE = Path(__file__).parents[1]  # flows/: its templates/ and static/
 TEMPLATES = HERE / "templates" / "explore"
@@ -85,6 +87,25 @@ def add_api(app: FastAPI, explorer: Explorer) -> None:
     ) -> dict:
         filters = {"venue": venue or None, "year": year, "topic": topic}
         return explorer.search(q, version, k, mode, filters, sort, offset)
+
+    @app.get("/api/hits")
+    def hits(
+        q: str,
+        version: int | None = None,
+        k: int = 10,
+        mode: str = "hybrid",
+        venue: str | None = None,
+        year: int | None = None,
+        topic: str | None = None,
+        fusion: str = "score",
+        min_cosine: float | None = None,
+    ) -> Response:
+        """`paperlake search` handed over (flows/core/explorers.py): its hits as Arrow."""
+        found, version, weak = command_hits(
+            explorer, q, version, k, mode, venue, year, topic, fusion, min_cosine
+        )
+        headers = {"paperlake-version": str(version), "paperlake-no-good-match": said(weak)}
+        return Response(as_arrow(found), media_type=ARROW, headers=headers)
 
     @app.get("/api/papers")
     def papers(
@@ -177,7 +198,8 @@ def serve(explorer: Explorer, sock: socket.socket, ready: Callable[[], object]) 
     before = {s: signal.signal(s, note) for s in (signal.SIGINT, signal.SIGTERM)}
     try:
         ready()
-        server.run(sockets=[sock])
+        with announced(explorer.settings, url_of(sock)):  # for `paperlake search`
+            server.run(sockets=[sock])
     finally:
         for signum, handler in before.items():
             signal.signal(signum, handler)
