@@ -133,10 +133,12 @@ def explorer_process(warehouse: Path) -> Iterator[tuple[str, subprocess.Popen]]:
     if not found:
         process.kill()
         pytest.fail(f"the explorer did not start: {first}{process.stdout.read()}")
-    yield found.group(1), process
-    if process.poll() is None:
-        process.kill()
-        process.wait()
+    try:
+        yield found.group(1), process
+    finally:  # a failed test's too
+        if process.poll() is None:
+            process.kill()
+            process.wait()
 
 
 def papers_frame(data: dict, **kwargs) -> pl.DataFrame:
