@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import tomllib
@@ -140,3 +141,38 @@ def test_pyproject_lists_every_package():
     listed = tomllib.loads((PROJECT_ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
     found = find_packages(str(PROJECT_ROOT), include=["flows*"], exclude=["flows.api"])
     assert sorted(listed["packages"]) == sorted(["paperlake", *found])
+
+
+# Imports OpenVINO as a run does, after paperlake set the environment, and counts the
+# processes forked meanwhile (OpenVINO's telemetry forks one to send its event).
+OPENVINO_PROBE = """
+import os, time
+forks = []
+os.register_at_fork(before=lambda: forks.append(1))
+from flows.core.settings import configure_environment
+configure_environment()
+import openvino
+time.sleep(1.5)  # the event is sent from a thread pool
+print("forks", len(forks))
+"""
+
+
+def test_openvino_forks_nothing_to_send_telemetry_once_the_environment_is_set(tmp_path):
+    env = {**os.environ, "HOME": str(tmp_path), "PYTHONPATH": str(PROJECT_ROOT)}
+    result = subprocess.run(
+        [sys.executable, "-c", OPENVINO_PROBE], capture_output=True, text=True, timeout=120,
+        cwd=PROJECT_ROOT, env=env,
+    )  # fmt: skip
+    assert result.stdout.strip() == "forks 0", result.stderr[-2000:]
+    # Its documented opt-out, written where the user had made no choice.
+    assert (tmp_path / "intel" / "openvino_telemetry").read_text() == "0"
+
+
+def test_a_choice_made_about_openvino_telemetry_is_left_as_it_is(tmp_path):
+    from flows.core.settings import decline_openvino_telemetry
+
+    consent = tmp_path / "intel" / "openvino_telemetry"
+    consent.parent.mkdir()
+    consent.write_text("1")
+    decline_openvino_telemetry(tmp_path)
+    assert consent.read_text() == "1"

@@ -10,6 +10,7 @@ keys are named as the settings.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import gc
 import os
@@ -99,6 +100,26 @@ def configure_environment() -> None:
     }
     for key, value in defaults.items():
         os.environ.setdefault(key, value)
+    decline_openvino_telemetry()
+
+
+def decline_openvino_telemetry(home: Path | None = None) -> None:
+    """Turn OpenVINO's telemetry off where the user has not chosen.
+
+    Each `import openvino` sends a usage event over the network, from a process forked by
+    a thread; a fork of a threaded process can hang for good in its name lookup (one such
+    child was found stuck in getaddrinfo on the loader's lock, and a `paperlake run` or
+    `serve` waiting on it). OpenVINO has no variable to turn it off: its documented
+    opt-out is the file ~/intel/openvino_telemetry holding 0, which `opt_in_out
+    --opt_out` writes (sending an event first). paperlake writes that file where there is
+    none; a choice the user made is left as it is.
+    """
+    consent = (home or Path.home()) / "intel" / "openvino_telemetry"
+    if consent.exists():
+        return
+    with contextlib.suppress(OSError):  # a read-only home: nothing to do about it
+        consent.parent.mkdir(exist_ok=True)
+        consent.write_text("0")
 
 
 def paperlake_cache() -> Path:
