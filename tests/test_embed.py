@@ -112,6 +112,32 @@ def test_texts_are_ordered_by_characters_where_the_model_has_no_tokenizer_json(t
     assert vectors.encoding_order(texts, str(tmp_path)).tolist() == [0, 1]
 
 
+def test_texts_encoded_part_by_part_each_part_cached_as_it_is_done(tmp_path, monkeypatch):
+    from flows.embed import papers as embed_papers
+
+    texts = [f"{TEXTS[i % 3]} Variant {i} of the abstract, with its own words." for i in range(7)]
+    papers = pl.DataFrame(
+        {"paper_id": [f"p{i}" for i in range(7)], "title": [None] * 7, "abstract": texts},
+        schema={"paper_id": pl.String, "title": pl.String, "abstract": pl.String},
+    )
+    whole = embed.embed_papers(papers, show_progress=False, cache_dir=tmp_path / "one")
+    monkeypatch.setattr(embed_papers, "EMBED_PART", 3)
+    parted = embed.embed_papers(papers, show_progress=False, cache_dir=tmp_path / "three")
+    assert (
+        parted.computed == 7 and parted.table["paper_id"].to_list() == papers["paper_id"].to_list()
+    )
+    # The same vectors (batched with other companions: equal to float32 rounding).
+    a = np.asarray(whole.table["embedding"].to_list())
+    b = np.asarray(parted.table["embedding"].to_list())
+    assert np.allclose(a, b, atol=1e-5) and np.all(np.sum(a * b, axis=1) > 0.99999)
+    # A cache part for each part of 3, 3 and 1 texts, as each was done.
+    folder = embed_cache.EmbeddingCache(tmp_path / "three", parted.info).folder
+    sizes = sorted(pl.read_parquet(part).height for part in folder.glob("*.parquet"))
+    assert sizes == [1, 3, 3]
+    again = embed.embed_papers(papers, show_progress=False, cache_dir=tmp_path / "three")
+    assert (again.computed, again.reused) == (0, 7)
+
+
 def test_vectors_do_not_depend_on_the_order_papers_come_in():
     # 64 texts of exactly 120 characters but different token counts: all tie in the
     # longest-first order, and the ties must not decide the batches (padding would differ).

@@ -10,6 +10,7 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 
+from flows.core.progress import Advance, progress
 from flows.core.settings import BATCH_SIZE, PACKAGED_MODEL, encoder_cache
 from flows.embed.agreement import agreement_with_fp32, pick_sample, reduced_precision
 from flows.embed.cache import EmbeddingCache, TextHashes, text_sha256
@@ -18,6 +19,10 @@ from flows.embed.model import ModelInfo, load_model
 from flows.embed.vectors import CHUNK_BATCHES, encode, encoding_order
 
 SHARD_TEXTS = 8192  # most texts a shard encodes: a cache part each, progress as they end
+# Texts encoded here at a time, a cache part each: their strings and tokens are what this
+# process holds of them (a million texts at once held 4 GB of tokens alone). Parts follow
+# the texts' hash order, so a run encoding the same texts batches them alike.
+EMBED_PART = 50_000
 
 
 @dataclass
@@ -91,6 +96,24 @@ def as_list_column(vectors: np.ndarray, dim: int) -> pl.Series:
     return pl.Series(vectors, dtype=pl.Array(pl.Float32, dim)).cast(pl.List(pl.Float32))
 
 
+def encoded_part(
+    part: pl.DataFrame,
+    model: str,
+    batch_size: int,
+    device: str,
+    precision: str,
+    cache: EmbeddingCache | None,
+    advance: Advance,
+) -> pl.Series:
+    """The vectors of a part of the texts to encode (text_sha256, text), added to the cache
+    as soon as they are made: only EMBED_PART texts are Python strings and tokens at once."""
+    vectors = encode(part["text"].to_list(), model, batch_size, device, precision, advance=advance)
+    fresh = as_list_column(vectors, vectors.shape[1])
+    if cache:
+        cache.add(part["text_sha256"], fresh)
+    return fresh
+
+
 def encode_shard(
     shard: pl.DataFrame, model: str, batch_size: int, device: str, precision: str, cache_dir: Path
 ) -> tuple[str, int]:
@@ -142,11 +165,13 @@ def embed_papers(
         fresh = todo["embedding"]
         vectors = None  # in the cache now; read back below only for the agreement check
     else:
-        texts = todo["text"].to_list()
-        vectors = encode(texts, model, batch_size, device, precision, show_progress)
-        fresh = as_list_column(vectors, info.dim)
-        if cache:
-            cache.add(todo["text_sha256"], fresh)
+        with progress("embed", todo.height, "texts", show=show_progress) as advance:
+            parts = [
+                encoded_part(part, model, batch_size, device, precision, cache, advance)
+                for part in todo.iter_slices(EMBED_PART)
+            ]
+        fresh = pl.concat(parts) if parts else pl.Series("embedding", [], pl.List(pl.Float32))
+        vectors = None  # in `fresh`
     known = pl.concat(
         [cached, pl.DataFrame({"text_sha256": todo["text_sha256"], "embedding": fresh})]
     )

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from flows.core.progress import progress
+from flows.core.progress import Advance, progress
 from flows.core.settings import BATCH_SIZE, PACKAGED_MODEL
 from flows.embed.batches import CHUNK_BATCHES, encode_in_order, lengths_in_tokens, longest_first
 from flows.embed.encoders import GraphEncoder, TorchEncoder
@@ -35,12 +35,14 @@ def encode(
     device: str = "auto",
     precision: str = "auto",
     show_progress: bool = True,
+    advance: Advance | None = None,
 ) -> np.ndarray:
     """Unit-norm float32 vectors for `texts`, in input order.
 
     Texts are encoded longest first (`encoding_order`), so that each batch pads to similar
     lengths; on a GPU the next batches are tokenized while the GPU computes
-    (flows/embed/batches.py).
+    (flows/embed/batches.py). `advance`: the progress these texts are part of (else their
+    own, where `show_progress`).
     """
     encoder, info = load_model(model, device, precision)
     if isinstance(encoder, TorchEncoder):  # exported graphs got their threads when compiled
@@ -54,5 +56,7 @@ def encode(
     fed = isinstance(encoder, GraphEncoder) and encoder.tokenizer is not None
     tokens = tokenize(encoder.tokenizer, texts) if fed else None
     order = longest_first(tokens.lengths) if tokens else encoding_order(texts, model)
-    with progress("embed", len(texts), "texts", show=show_progress) as advance:
+    if advance is not None:
         return encode_in_order(encoder, texts, order, batch_size, info.dim, tokens, True, advance)
+    with progress("embed", len(texts), "texts", show=show_progress) as own:
+        return encode_in_order(encoder, texts, order, batch_size, info.dim, tokens, True, own)
