@@ -1346,3 +1346,23 @@ def test_exact_scores_are_the_same_bits_whatever_the_block_or_threads():
     # Each paper's list is best first, ties by column.
     by_row = scores.reshape(600, 10)
     assert (np.diff(by_row, axis=1) <= 0).all()
+
+
+def test_topics_of_more_papers_than_a_fit_takes_are_fit_on_a_sample_and_joined_nearest(
+    monkeypatch,
+):
+    rng = np.random.default_rng(3)
+    centres = rng.normal(size=(4, 16))
+    vectors = np.repeat(centres, 60, axis=0) + 0.05 * rng.normal(size=(240, 16))
+    vectors = (vectors / np.linalg.norm(vectors, axis=1, keepdims=True)).astype(np.float32)
+    whole, whole_labels = topic_model.fit_clusters(vectors, 4, seed=0)
+    monkeypatch.setattr(topic_model, "FIT_SAMPLE", 40)
+    monkeypatch.setattr(topic_model, "PREDICT_ROWS", 7)
+    sampled, labels = topic_model.fit_clusters(vectors, 4, seed=0)
+    # Every paper is in the cluster of its nearest fitted centroid (a unit vector: the
+    # nearest is the one of largest cosine), and the four blobs come out as four clusters.
+    assert np.array_equal(labels, np.argmax(vectors @ sampled.T, axis=1))
+    assert sorted(np.bincount(labels).tolist()) == [60, 60, 60, 60]
+    # The same partition as a fit on every paper, whatever the clusters' numbering.
+    pairs = set(zip(whole_labels.tolist(), labels.tolist(), strict=True))
+    assert len(pairs) == 4
