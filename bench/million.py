@@ -118,7 +118,7 @@ def measured(n: int, label: str, work: Path, env: dict, model: Path) -> dict:
 def table(rows: dict[str, dict]) -> str:
     """Stages down; each run across: wall s / CPU s / peak GB as the stage ended."""
     heads = list(rows)
-    width = max(22, *(len(h) + 2 for h in heads))
+    width = max(26, *(len(h) + 2 for h in heads))
     lines = [f"{'wall s / cpu s / GB':<20}" + "".join(f"{h:>{width}}" for h in heads)]
     for stage in STAGES:
         cells = []
@@ -159,7 +159,12 @@ def main() -> None:
     parser.add_argument("--n", type=int, default=1_000_000)
     parser.add_argument("--beside", type=int, default=100_000, help="the smaller warehouse")
     parser.add_argument("--work", type=Path, help="work folder (default: a temporary one)")
+    parser.add_argument("--report", type=Path, help="print the table of a million.json, and stop")
     args = parser.parse_args()
+    if args.report:
+        saved = json.loads(args.report.read_text())
+        print(saved["title"], table(saved["rows"]), saved.get("summary", ""), sep="\n")
+        return
     work = args.work or Path(tempfile.mkdtemp(prefix="paperlake-bench-million-"))
     work.mkdir(parents=True, exist_ok=True)
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
