@@ -5,7 +5,7 @@
 
 import { PAGE, hitList, listing, wordsPattern } from "./cards.js";
 import { $, address, api, el, fill, go, link, pathOf, plural, showError, state, topicChip } from "./common.js";
-import { drawMap, highlight, resetMap, setupMap } from "./map.js";
+import { drawMap, highlight, mapOf, resetMap, setupMap } from "./map.js";
 
 const FIELDS = ["q", "venue", "year", "topic", "mode"];
 const TOP_VENUES = 8; // venues the front page lists before "all venues"
@@ -32,7 +32,7 @@ async function listed(path, params, filters, sorts) {
   const data = query
     ? await api("/api/search", { ...asked, q: query, mode: params.get("mode") })
     : await api("/api/papers", asked);
-  highlight(data.hits.map((h) => h.paper_id));
+  await highlight(data.hits.map((h) => h.paper_id));
   const kept = Object.fromEntries([...params.entries()].filter(([key]) => key !== "page" && key !== "v"));
   const scoreTitle = query ? "cosine similarity" : "closeness to its topic's centre (cosine)";
   return { data, view: listing(data, { path, params: kept, sorts: query ? ["relevance", "year", "title"] : sorts, pattern: wordsPattern(query), scoreTitle }) };
@@ -61,7 +61,7 @@ function bars(rows, linkOf, most) {
 
 async function overviewPage() {
   const data = await api("/api/overview", { version: state.version });
-  highlight([]);
+  await highlight([]);
   const venues = data.venues.length ? el("div", { class: "panel", id: "venues" },
     el("h2", {}, plural(data.venues.length, "venue")),
     bars(data.venues, (v) => address(pathOf.venue(v.value)), TOP_VENUES),
@@ -171,7 +171,7 @@ async function authorPage(key, params) {
 
 async function paperPage(paperId) {
   const paper = await api("/api/paper/" + encodeURIComponent(paperId), { version: state.version });
-  highlight(paper.nearest.map((n) => n.paper_id), paper.paper_id);
+  await highlight(paper.nearest.map((n) => n.paper_id), paper.paper_id);
   const facts = [paper.venue ? link(address(pathOf.venue(paper.venue)), paper.venue) : null, paper.year, paper.decision]
     .filter((v) => v !== null && v !== undefined).flatMap((v, i) => (i ? [" · ", v] : [v]));
   const authors = (paper.authors || []).flatMap((name, i) => [i ? ", " : "",
@@ -213,7 +213,7 @@ async function paperPage(paperId) {
 async function loadVersion(version) {
   state.version = version;
   const [map, overview] = await Promise.all([
-    api("/api/map", { version }), api("/api/overview", { version }),
+    mapOf(version), api("/api/overview", { version }),
   ]);
   state.map = map;
   state.topics = new Map(map.topics.map((t) => [t.topic_id, t]));
