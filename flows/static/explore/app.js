@@ -210,18 +210,20 @@ async function paperPage(paperId) {
 
 // Versions, filters and the router --------------------------------------------------------
 
+// A version's map, drawn as soon as it comes, then the venues and years its filters offer:
+// asked for after the map, so that the explorer, which answers one request at a time, reads
+// the map first and the overview while the page draws it.
 async function loadVersion(version) {
   state.version = version;
-  const [map, overview] = await Promise.all([
-    mapOf(version), api("/api/overview", { version }),
-  ]);
+  const map = await mapOf(version);
   state.map = map;
   state.topics = new Map(map.topics.map((t) => [t.topic_id, t]));
-  fillSelect($("#venue"), "any venue", overview.venues.map((v) => [v.value, `${v.value} (${v.papers})`]));
-  fillSelect($("#year"), "any year", overview.years.map((y) => [y.value, `${y.value} (${y.papers})`]));
   fillSelect($("#topic"), "any topic", map.topics.map((t) => [t.topic_id, `${t.name} (${t.papers})`]));
   resetMap();
   drawMap();
+  const overview = await api("/api/overview", { version });
+  fillSelect($("#venue"), "any venue", overview.venues.map((v) => [v.value, `${v.value} (${v.papers})`]));
+  fillSelect($("#year"), "any year", overview.years.map((y) => [y.value, `${y.value} (${y.papers})`]));
 }
 
 function fillSelect(select, anyLabel, options) {
