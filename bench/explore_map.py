@@ -1,7 +1,8 @@
 """The explorer's map at scale: start `paperlake explore` on a warehouse, time /api/map over
-HTTP (seconds and bytes, first and warm), then open the page in headless Chromium (the
-system's, offline) and time it until the map says it drew every paper; print the server's
-peak RSS. `--shot FILE` saves a screenshot of the page.
+HTTP (seconds and bytes, first and warm) and the naming of a paper by its index on the map
+(what the tip asks), then open the page in headless Chromium (the system's, offline) and
+time it until the map says it drew every paper; print the server's peak RSS. `--shot FILE`
+saves a screenshot of the page.
 
     .venv/bin/python bench/explore_map.py --warehouse /tmp/map100k/warehouse
 """
@@ -9,7 +10,9 @@ peak RSS. `--shot FILE` saves a screenshot of the page.
 from __future__ import annotations
 
 import argparse
+import json
 import re
+import struct
 import time
 import urllib.request
 from pathlib import Path
@@ -27,6 +30,12 @@ def fetch(url: str) -> tuple[float, bytes]:
     with urllib.request.urlopen(url) as response:
         body = response.read()
     return time.perf_counter() - started, body
+
+
+def papers_of(body: bytes) -> int:
+    """How many papers /api/map holds, from its head (JSON, after its length in 4 bytes)."""
+    (size,) = struct.unpack_from("<I", body)
+    return json.loads(body[4 : 4 + size])["papers"]
 
 
 def page_seconds(base: str, papers: int, shot: Path | None) -> tuple[float, int]:
@@ -58,12 +67,13 @@ def main() -> None:
     with explorer(args.warehouse) as (base, server):
         first, body = fetch(base + "api/map")
         warm, _ = fetch(base + "api/map")
-        papers = int(re.search(rb'"papers":\s*(\d+)', body).group(1))  # what the map holds
+        papers = papers_of(body)
+        named, _ = fetch(f"{base}api/map/paper/{papers // 2}")
         loaded, elements = page_seconds(base, papers, args.shot)
         peak = Path(f"/proc/{server.pid}/status").read_text()
         rss = int(re.search(r"VmHWM:\s+(\d+) kB", peak).group(1)) / 1024
     print(f"/api/map at {papers:,} papers: {len(body):,} bytes, first {first:.2f} s, "
-          f"warm {warm:.2f} s")  # fmt: skip
+          f"warm {warm:.2f} s; a paper named by its index in {1000 * named:.0f} ms")  # fmt: skip
     print(f"page in headless Chromium: map drawn in {loaded:.2f} s, {elements} elements")
     print(f"explorer peak RSS {rss:.0f} MB")
 

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
+import struct
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -12,6 +14,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
 import polars as pl
 import pytest
 
@@ -152,3 +155,22 @@ def papers_frame(data: dict, **kwargs) -> pl.DataFrame:
         for name, dtype in RECORD_SCHEMA.items()
         if name not in frame.columns
     )
+
+
+# The types of /api/map's columns, as the page names them (its typed arrays).
+MAP_TYPES = {"float32": "<f4", "int16": "<i2", "int32": "<i4"}
+
+
+def read_map(body: bytes) -> dict:
+    """/api/map's binary answer read as the page reads it: its head (JSON, after its length
+    in 4 bytes), and `points`, its columns, each at its offset past the head."""
+    (size,) = struct.unpack_from("<I", body)
+    head = json.loads(body[4 : 4 + size])
+    points = {}
+    for column in head["columns"]:
+        start = 4 + size + column["offset"]
+        assert start % 8 == 0  # the page reads each column in place, as a typed array
+        points[column["name"]] = np.frombuffer(
+            body, MAP_TYPES[column["type"]], head["papers"], start
+        )
+    return head | {"points": points}

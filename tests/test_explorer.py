@@ -8,6 +8,7 @@ import re
 import shutil
 import signal
 import socket
+import urllib.request
 from pathlib import Path
 
 import polars as pl
@@ -21,7 +22,7 @@ from flows.read import search_papers
 from flows.serve.explorer import MAX_HITS, Explorer
 from flows.serve.explorer_app import create_app
 from flows.serve.explorer_map import topic_names
-from tests.conftest import SAMPLE_RAW, explorer_process
+from tests.conftest import SAMPLE_RAW, explorer_process, read_map
 
 # The sample's paper whose abstract starts so, and a reworded copy of it with a title,
 # authors and an arXiv id: its near-duplicate in version 2.
@@ -215,20 +216,44 @@ def test_similar_searches_by_the_papers_own_vector(client, lake):
     assert len(body["hits"]) == 3 and ids["neon"] not in [h["paper_id"] for h in body["hits"]]
 
 
+def mapped(client, version: int) -> tuple[dict, list[str]]:
+    """/api/map of a version as the page reads it, and the id of the paper at each index of
+    the map, as /api/map/paper names it."""
+    body = read_map(client.get("/api/map", params={"version": version}).content)
+    named = [client.get(f"/api/map/paper/{i}", params={"version": version}).json()
+             for i in range(body["papers"])]  # fmt: skip
+    assert [paper["index"] for paper in named] == list(range(body["papers"]))
+    return body, [paper["paper_id"] for paper in named]
+
+
 def test_map_has_one_point_per_paper_and_old_papers_keep_their_places(client, lake):
-    v2 = client.get("/api/map").json()
-    v1 = client.get("/api/map", params={"version": 1}).json()
-    assert (len(v2["points"]["paper_id"]), len(v1["points"]["paper_id"])) == (41, 38)
-    place = {2: {}, 1: {}}
-    for version, body in ((2, v2), (1, v1)):
+    (v2, ids2), (v1, ids1) = mapped(client, 2), mapped(client, 1)
+    assert (v2["papers"], v1["papers"]) == (41, 38) and (v2["version"], v1["version"]) == (2, 1)
+    place = {}
+    for version, body, ids in ((2, v2, ids2), (1, v1, ids1)):
         points = body["points"]
-        assert all(-1 <= c <= 1 for c in points["x"] + points["y"])
-        xy = zip(points["x"], points["y"], strict=True)
-        place[version] = dict(zip(points["paper_id"], xy, strict=True))
+        assert ids == sorted(set(ids))  # the map's order: paper_id order
+        assert all(-1 <= c <= 1 for c in [*points["x"], *points["y"]])
+        xy = zip(points["x"].tolist(), points["y"].tolist(), strict=True)
+        place[version] = dict(zip(ids, xy, strict=True))
     assert {pid: place[2][pid] for pid in place[1]} == place[1]  # 3 new of 41: kept
-    labels = {t["topic_id"]: t["label"] for t in v2["topics"]}
-    assert set(v2["points"]["topic_id"]) == set(labels)
+    with open_lake(lake[0], 2) as con:
+        places = con.table("paper_coordinates").pl()
+        topic_of = dict(con.table("paper_topics").pl().select("paper_id", "topic_id").rows())
+    xy = places.select("paper_id", pl.col("x", "y").cast(pl.Float32)).rows()
+    assert place[2] == {pid: (x, y) for pid, x, y in xy}  # the query's, as float32
+    topics = [t["topic_id"] for t in v2["topics"]]
+    assert min(v2["points"]["topic"]) >= 0
+    assert {pid: topics[t] for pid, t in zip(ids2, v2["points"]["topic"], strict=True)} == topic_of
     assert sum(t["papers"] for t in v2["topics"]) == 41
+    asked = ",".join([ids2[5], ids2[0], "deadbeef00000000", ids2[5]])
+    indexes = client.get("/api/map/indexes", params={"ids": asked}).json()
+    assert indexes == {"version": 2, "indexes": {ids2[5]: 5, ids2[0]: 0}}
+    new = next(pid for pid in ids2 if pid not in ids1)  # not on version 1's map
+    asked = {"ids": f"{new},{ids1[3]}", "version": 1}
+    assert client.get("/api/map/indexes", params=asked).json() == {
+        "version": 1, "indexes": {ids1[3]: 3},
+    }  # fmt: skip
 
 
 def test_unknown_paper_is_a_404_naming_it(client):
@@ -257,6 +282,10 @@ def test_bad_requests_say_why(client, lake):
         "error": "version 9 is not a published version (published: 1, 2)",
         "version": 9,
     }
+    assert client.get("/api/map/paper/41").json() == {
+        "error": "no paper at index 41 of the map of version 2"
+    }
+    assert client.get("/api/map/paper/0", params={"version": 9}).status_code == 404
     empty = client.get("/api/search", params={"q": "  "})
     assert (empty.status_code, empty.json()) == (400, {"error": "give some words to search for"})
     assert client.get("/api/search", params={"q": "x", "mode": "magic"}).status_code == 400
@@ -383,7 +412,7 @@ def test_venue_page_counts_are_venue_stats(client, lake):
 
 
 def test_map_colours_topics_venues_and_years_from_the_palette(client):
-    body = client.get("/api/map").json()
+    body = read_map(client.get("/api/map").content)
     assert [(v["value"], v["papers"], v["colour"]) for v in body["venues"]] == [
         ("ICLR", 40, category_colour(0)), ("TMLR", 1, category_colour(1)),
     ]  # fmt: skip
@@ -392,8 +421,9 @@ def test_map_colours_topics_venues_and_years_from_the_palette(client):
     for topic in body["topics"]:
         assert topic["colour"] == topic_colour(topic["topic_id"])
     assert len({t["name"] for t in body["topics"]}) == len(body["topics"])
-    venues = dict(zip(body["points"]["paper_id"], body["points"]["venue"], strict=True))
-    assert sorted(venues.values()) == [0] * 40 + [1]
+    assert sorted(body["points"]["venue"].tolist()) == [0] * 40 + [1]
+    by_year = [body["years"][y]["value"] for y in body["points"]["year"]]
+    assert sorted(by_year) == [2024] + [2026] * 40
 
 
 def test_topics_that_would_read_alike_are_told_apart_by_a_term_of_their_own():
@@ -628,7 +658,7 @@ LABELS = """() => {
 
 # The colour of the canvas's pixel at a paper's place.
 PIXEL = """async (id) => {
-    const [x, y] = (await import('/static/explore/map.js')).screenOf(id);
+    const [x, y] = await (await import('/static/explore/map.js')).screenOf(id);
     const canvas = document.querySelector('#map');
     const box = canvas.getBoundingClientRect();
     const scale = canvas.width / box.width;
@@ -647,7 +677,8 @@ def rgb(colour: str) -> str:
 def test_map_legend_toggles_topics_colours_by_venue_and_keeps_labels_apart(chromium, server, lake):
     base, _ = server
     _, ids = lake
-    topics = page_api(chromium, f"{base}api/map")["topics"]
+    with urllib.request.urlopen(f"{base}api/map") as answer:
+        topics = read_map(answer.read())["topics"]
     page, outside, errors = opened(chromium, base)
     swatches = page.locator("#legend .swatch").evaluate_all(
         "s => s.map((x) => getComputedStyle(x).backgroundColor)"

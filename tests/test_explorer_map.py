@@ -16,7 +16,7 @@ from flows.core.locks import run_lock
 from flows.core.settings import Settings
 from flows.serve.explorer import Explorer
 from flows.serve.explorer_app import create_app
-from tests.conftest import explorer_process
+from tests.conftest import explorer_process, read_map
 
 N = 100_000
 TOPICS = 160
@@ -87,25 +87,49 @@ def large(sample_run, tmp_path_factory) -> Settings:
     return settings
 
 
-def test_the_map_answers_its_columns_and_names_a_paper_on_demand(large):
+def test_the_map_answers_its_columns_in_binary_and_names_a_paper_by_its_index(large):
     explorer = Explorer(large)
     try:
         with TestClient(create_app(explorer)) as client:
-            body = client.get("/api/map").json()
-            named = client.get(f"/api/name/{12345:016x}").json()
-            missing = client.get("/api/name/ffffffffffffffff")
+            answer = client.get("/api/map")
+            named = client.get("/api/map/paper/12345").json()
+            beyond = client.get(f"/api/map/paper/{N}")
+            asked = f"{4242:016x},ffffffffffffffff,{N - 1:016x}"
+            indexes = client.get("/api/map/indexes", params={"ids": asked}).json()
     finally:
         explorer.close()
+    assert answer.headers["content-type"] == "application/octet-stream"
+    assert len(answer.content) < 15 * N  # x and y in 4 bytes each, the rest in 2
+    body = read_map(answer.content)
     points = body["points"]
-    assert body["papers"] == N and sorted(points) == sorted(
-        ["paper_id", "x", "y", "topic_id", "venue", "year"]
-    )
-    assert {len(column) for column in points.values()} == {N}
-    assert points["paper_id"][:2] == ["0000000000000000", "0000000000000001"]
+    assert body["papers"] == N and body["version"] == 2
+    assert list(points) == ["x", "y", "topic", "venue", "year"]
+    assert [str(points[c].dtype) for c in points] == ["float32"] * 2 + ["int16"] * 3
     assert [v["value"] for v in body["venues"]] == [f"Venue {i:02d}" for i in range(VENUES)]
-    assert set(points["venue"]) == set(range(VENUES)) and len(body["topics"]) == TOPICS
-    assert named == {"paper_id": f"{12345:016x}", "title": "Paper number 12345", "untitled": False}
-    assert missing.status_code == 404 and "no paper ffffffffffffffff" in missing.json()["error"]
+    assert len(body["topics"]) == TOPICS
+    with open_lake(large) as con:
+        tables = {t: con.table(t).pl() for t in ("papers", "paper_coordinates", "paper_topics")}
+    query = (
+        tables["paper_coordinates"]
+        .join(tables["papers"].select("paper_id", "venue", "year"), on="paper_id")
+        .join(tables["paper_topics"].select("paper_id", "topic_id"), on="paper_id", how="left")
+        .sort("paper_id")
+    )
+    assert query["paper_id"].to_list() == [f"{i:016x}" for i in range(N)]  # index i: paper i
+    for name in ("x", "y"):
+        assert np.array_equal(points[name], query[name].to_numpy().astype(np.float32))
+    for name, key, column in (("topic", "topic_id", "topic_id"), ("venue", "value", "venue"),
+                              ("year", "value", "year")):  # fmt: skip
+        assert points[name].min() >= 0  # every generated paper has one
+        values = np.array([entry[key] for entry in body[name + "s"]])
+        assert (values[points[name]] == query[column].to_numpy()).all(), name
+    assert named == {
+        "index": 12345, "paper_id": f"{12345:016x}", "title": "Paper number 12345",
+        "untitled": False,
+    }  # fmt: skip
+    assert beyond.status_code == 404
+    assert beyond.json()["error"] == f"no paper at index {N} of the map of version 2"
+    assert indexes == {"version": 2, "indexes": {f"{4242:016x}": 4242, f"{N - 1:016x}": N - 1}}
 
 
 @pytest.fixture(scope="module")
@@ -177,6 +201,14 @@ def test_chromium_draws_every_paper_on_one_canvas_with_labels_apart(chromium, se
     page.wait_for_function("document.querySelector('#tip').textContent.startsWith('Paper')")
     tip = page.inner_text("#tip")
     assert tip.startswith("Paper number ") and "Venue" in tip
+    page.mouse.click(x, y)  # opens the paper the tip names, and rings it on the map
+    page.wait_for_selector("article h1")
+    number = int(page.inner_text("article h1").removeprefix("Paper number "))
+    assert tip.splitlines()[0] == f"Paper number {number}"
+    assert page.url == f"{server}paper/{number:016x}"
+    page.wait_for_selector(f'#map[data-focus="{number:016x}"]', state="attached")
+    page.go_back()
+    page.wait_for_selector('#map[data-focus=""]', state="attached")
 
     largest = page.locator("#legend button.entry").first
     size = int(largest.locator(".count").inner_text())

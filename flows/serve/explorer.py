@@ -30,7 +30,7 @@ from flows.core.lake import (
 )
 from flows.core.settings import Settings
 from flows.read import MODES, Corpus, no_good_match, reader_of, similar_papers
-from flows.serve.explorer_map import paper_map, paper_name
+from flows.serve.explorer_map import MapOrder
 from flows.serve.explorer_pages import (
     SEARCH_SORTS,
     BadRequest,
@@ -111,6 +111,7 @@ class Explorer:
         self.lakes: dict[int | None, duckdb.DuckDBPyConnection] = {}
         self.held: dict[int, Held] = {}
         self.searches: dict[tuple, pl.DataFrame] = {}  # the last SEARCHES searches' hits
+        self.maps = MapOrder(OPEN_VERSIONS)  # the map's order of the versions looked at last
         self.copy = reader_of(settings)
         try:
             versions = published_versions(self.lake_at(None))
@@ -332,9 +333,8 @@ class Explorer:
 
     def no_paper(self, paper_id: str, version: int | None) -> ExplorerError:
         version = self.resolved(version)
-        return ExplorerError(
-            404, f"no paper {paper_id} in version {version}", paper_id=paper_id, version=version
-        )
+        message = f"no paper {paper_id} in version {version}"
+        return ExplorerError(404, message, paper_id=paper_id, version=version)
 
     @answered
     def similar(self, paper_id: str, version: int | None = None, k: int = 10) -> dict:
@@ -356,15 +356,10 @@ class Explorer:
             "select label, papers, top_terms from topics where topic_id = ?", [topic_id]
         ).fetchone()
         if row is None:
-            raise ExplorerError(
-                404, f"no topic {topic_id} in version {self.resolved(version)}",
-                topic_id=topic_id,
-            )  # fmt: skip
-        label, size, terms = row
-        return {
-            "topic_id": topic_id, "label": label, "papers": size, "terms": terms,
-            "version": self.resolved(version),
-        }  # fmt: skip
+            message = f"no topic {topic_id} in version {self.resolved(version)}"
+            raise ExplorerError(404, message, topic_id=topic_id)
+        fields = dict(zip(("label", "papers", "terms"), row, strict=True))
+        return {"topic_id": topic_id, **fields, "version": self.resolved(version)}
 
     @answered
     def papers(
@@ -390,11 +385,16 @@ class Explorer:
         return venue_page(self, version, venue)
 
     @answered
-    def map(self, version: int | None = None) -> dict:
+    def map(self, version: int | None = None) -> bytes:
         """Every paper's place, topic, venue and year, and their colours (explorer_map.py)."""
-        return {"version": self.resolved(version)} | paper_map(self.lake(version))
+        return self.maps.answer(self.lake(version), self.resolved(version))
 
     @answered
-    def name(self, paper_id: str, version: int | None = None) -> dict:
-        """A paper's name, as the map shows it where one points at the paper."""
-        return paper_name(self.lake(version), paper_id, self.resolved(version))
+    def mapped(self, index: int, version: int | None = None) -> dict:
+        """The paper at `index` in the map's order, named as the map names it."""
+        return self.maps.paper(self.lake(version), self.resolved(version), index)
+
+    @answered
+    def map_indexes(self, paper_ids: list[str], version: int | None = None) -> dict:
+        """Where papers lie in the map's order, by their ids."""
+        return self.maps.indexes(self.lake(version), self.resolved(version), paper_ids)

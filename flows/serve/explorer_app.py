@@ -59,6 +59,12 @@ def create_app(explorer: Explorer) -> FastAPI:
     app.get("/author/{key:path}", response_class=HTMLResponse, include_in_schema=False)(page)
     app.get("/venue/{name:path}", response_class=HTMLResponse, include_in_schema=False)(page)
     add_api(app, explorer)
+    add_map_api(app, explorer)
+
+    @app.get("/api/{rest:path}", include_in_schema=False)  # after every endpoint: none matched
+    def unknown(rest: str) -> dict:
+        raise ExplorerError(404, f"no API endpoint /api/{rest}")
+
     return app
 
 
@@ -141,19 +147,25 @@ def add_api(app: FastAPI, explorer: Explorer) -> None:
     def topic(topic_id: int, version: int | None = None) -> dict:
         return explorer.topic(topic_id, version)
 
+
+def add_map_api(app: FastAPI, explorer: Explorer) -> None:
+    """The map's endpoints: /api/map, the map in binary (flows/serve/explorer_map.py), and
+    the papers at its indexes and the indexes of papers."""
+
     @app.get("/api/map")
-    def paper_map(version: int | None = None) -> JSONResponse:
-        # Its columns hold a number a paper: sent as they are, not walked by FastAPI's
-        # encoder, which would take longer than the query that reads them.
-        return JSONResponse(explorer.map(version))
+    def paper_map(version: int | None = None) -> Response:
+        # A number or two a paper, a million papers: columns of numbers (`packed`), which
+        # the page reads as they come, without parsing them.
+        return Response(explorer.map(version), media_type="application/octet-stream")
 
-    @app.get("/api/name/{paper_id}")
-    def name(paper_id: str, version: int | None = None) -> dict:
-        return explorer.name(paper_id, version)
+    @app.get("/api/map/paper/{index}")
+    def mapped(index: int, version: int | None = None) -> dict:
+        return explorer.mapped(index, version)
 
-    @app.get("/api/{rest:path}", include_in_schema=False)
-    def unknown(rest: str) -> dict:
-        raise ExplorerError(404, f"no API endpoint /api/{rest}")
+    @app.get("/api/map/indexes")
+    def map_indexes(ids: str = "", version: int | None = None) -> dict:
+        """Where the papers `ids` (comma-separated) lie in the map's order."""
+        return explorer.map_indexes([i for i in ids.split(",") if i], version)
 
 
 def listen(host: str, port: int) -> socket.socket:

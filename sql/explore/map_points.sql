@@ -1,60 +1,36 @@
--- map_points: the map's papers column by column, as /api/map sends them: one list per
--- column, each in paper_id order (a paper's id, its place rounded to 4 digits, its topic,
--- its venue as the venue's rank and its year), and what the map can colour by besides
--- topics: each venue (most papers first, then by name: a paper's venue is its rank here,
--- from 0) and each year (oldest first), with its papers.
--- grain: one row: the whole map.
+-- map_points: the map's papers, as /api/map sends them, in paper_id order (a paper's place
+-- on the map is its row here, from 0): its place, and its topic, venue and year each as its
+-- place in the lists $topics (topic ids: map_topics's order), $venues (map_venues's) and
+-- $years (map_years's), -1 for none.
+-- grain: one row per paper on the map.
 -- upstream: paper_coordinates, paper_topics, papers.
-with venues as (
-    select
-        venue,
-        count(*) as papers,
-        row_number() over (order by count(*) desc, venue) - 1 as venue_rank
-    from papers
-    where venue is not null
-    group by venue
+with topics as (
+    select unnest($topics::INTEGER[]) as topic_id, generate_subscripts($topics, 1) - 1 as at
+),
+
+venues as (
+    select unnest($venues::VARCHAR[]) as venue, generate_subscripts($venues, 1) - 1 as at
 ),
 
 years as (
-    select year, count(*) as papers
-    from papers
-    where year is not null
-    group by year
-),
-
-placed as (
-    select
-        paper_coordinates.paper_id,
-        round(paper_coordinates.x, 4) as x,
-        round(paper_coordinates.y, 4) as y,
-        paper_topics.topic_id,
-        venues.venue_rank,
-        papers.year
-    from paper_coordinates
-    join papers using (paper_id)
-    left join paper_topics using (paper_id)
-    left join venues using (venue)
-),
-
-points as (
-    select
-        count(*) as papers,
-        list(paper_id order by paper_id) as paper_id,
-        list(x order by paper_id) as x,
-        list(y order by paper_id) as y,
-        list(topic_id order by paper_id) as topic_id,
-        list(venue_rank order by paper_id) as venue,
-        list(year order by paper_id) as year
-    from placed
+    select unnest($years::INTEGER[]) as year, generate_subscripts($years, 1) - 1 as at
 ),
 
 final as (
     select
-        points.*,
-        (select list({'value': venue, 'papers': papers} order by venue_rank) from venues)
-            as venues,
-        (select list({'value': year, 'papers': papers} order by year) from years) as years
-    from points
+        paper_coordinates.paper_id,
+        paper_coordinates.x::FLOAT as x,
+        paper_coordinates.y::FLOAT as y,
+        coalesce(topics.at, -1) as topic,
+        coalesce(venues.at, -1) as venue,
+        coalesce(years.at, -1) as year
+    from paper_coordinates
+    join papers using (paper_id)
+    left join paper_topics using (paper_id)
+    left join topics using (topic_id)
+    left join venues using (venue)
+    left join years using (year)
+    order by paper_coordinates.paper_id
 )
 
 select * from final

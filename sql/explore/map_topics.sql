@@ -20,16 +20,16 @@ medians as (
 ),
 
 places as (
+    -- the nearest paper, ties to the first id: one pass (arg_min), no sort of every paper
     select
         placed.topic_id,
-        placed.x,
-        placed.y
+        arg_min(
+            {'x': placed.x, 'y': placed.y},
+            {'d': (placed.x - medians.mx) ^ 2 + (placed.y - medians.my) ^ 2, 'id': placed.paper_id}
+        ) as place
     from placed
     join medians using (topic_id)
-    qualify row_number() over (
-        partition by placed.topic_id
-        order by (placed.x - medians.mx) ^ 2 + (placed.y - medians.my) ^ 2, placed.paper_id
-    ) = 1
+    group by placed.topic_id
 ),
 
 final as (
@@ -38,8 +38,8 @@ final as (
         topics.label,
         topics.top_terms,
         topics.papers,
-        round(places.x, 5) as x,
-        round(places.y, 5) as y
+        round(places.place.x, 5) as x,
+        round(places.place.y, 5) as y
     from topics
     left join places using (topic_id)
     order by topics.papers desc, topics.topic_id

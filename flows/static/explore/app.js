@@ -5,7 +5,7 @@
 
 import { PAGE, hitList, listing, wordsPattern } from "./cards.js";
 import { $, address, api, el, fill, go, link, pathOf, plural, showError, state, topicChip } from "./common.js";
-import { drawMap, highlight, resetMap, setupMap } from "./map.js";
+import { drawMap, highlight, mapOf, resetMap, setupMap } from "./map.js";
 
 const FIELDS = ["q", "venue", "year", "topic", "mode"];
 const TOP_VENUES = 8; // venues the front page lists before "all venues"
@@ -32,7 +32,7 @@ async function listed(path, params, filters, sorts) {
   const data = query
     ? await api("/api/search", { ...asked, q: query, mode: params.get("mode") })
     : await api("/api/papers", asked);
-  highlight(data.hits.map((h) => h.paper_id));
+  await highlight(data.hits.map((h) => h.paper_id));
   const kept = Object.fromEntries([...params.entries()].filter(([key]) => key !== "page" && key !== "v"));
   const scoreTitle = query ? "cosine similarity" : "closeness to its topic's centre (cosine)";
   return { data, view: listing(data, { path, params: kept, sorts: query ? ["relevance", "year", "title"] : sorts, pattern: wordsPattern(query), scoreTitle }) };
@@ -61,7 +61,7 @@ function bars(rows, linkOf, most) {
 
 async function overviewPage() {
   const data = await api("/api/overview", { version: state.version });
-  highlight([]);
+  await highlight([]);
   const venues = data.venues.length ? el("div", { class: "panel", id: "venues" },
     el("h2", {}, plural(data.venues.length, "venue")),
     bars(data.venues, (v) => address(pathOf.venue(v.value)), TOP_VENUES),
@@ -171,7 +171,7 @@ async function authorPage(key, params) {
 
 async function paperPage(paperId) {
   const paper = await api("/api/paper/" + encodeURIComponent(paperId), { version: state.version });
-  highlight(paper.nearest.map((n) => n.paper_id), paper.paper_id);
+  await highlight(paper.nearest.map((n) => n.paper_id), paper.paper_id);
   const facts = [paper.venue ? link(address(pathOf.venue(paper.venue)), paper.venue) : null, paper.year, paper.decision]
     .filter((v) => v !== null && v !== undefined).flatMap((v, i) => (i ? [" · ", v] : [v]));
   const authors = (paper.authors || []).flatMap((name, i) => [i ? ", " : "",
@@ -210,18 +210,20 @@ async function paperPage(paperId) {
 
 // Versions, filters and the router --------------------------------------------------------
 
+// A version's map, drawn as soon as it comes, then the venues and years its filters offer:
+// asked for after the map, so that the explorer, which answers one request at a time, reads
+// the map first and the overview while the page draws it.
 async function loadVersion(version) {
   state.version = version;
-  const [map, overview] = await Promise.all([
-    api("/api/map", { version }), api("/api/overview", { version }),
-  ]);
+  const map = await mapOf(version);
   state.map = map;
   state.topics = new Map(map.topics.map((t) => [t.topic_id, t]));
-  fillSelect($("#venue"), "any venue", overview.venues.map((v) => [v.value, `${v.value} (${v.papers})`]));
-  fillSelect($("#year"), "any year", overview.years.map((y) => [y.value, `${y.value} (${y.papers})`]));
   fillSelect($("#topic"), "any topic", map.topics.map((t) => [t.topic_id, `${t.name} (${t.papers})`]));
   resetMap();
   drawMap();
+  const overview = await api("/api/overview", { version });
+  fillSelect($("#venue"), "any venue", overview.venues.map((v) => [v.value, `${v.value} (${v.papers})`]));
+  fillSelect($("#year"), "any year", overview.years.map((y) => [y.value, `${y.value} (${y.papers})`]));
 }
 
 function fillSelect(select, anyLabel, options) {

@@ -7,7 +7,7 @@ export const $ = (selector) => document.querySelector(selector);
 export const state = {
   version: null, // the version every request reads
   defaultVersion: Number(document.body.dataset.defaultVersion),
-  map: null, // the /api/map answer of state.version (colours and names of topics, venues, years)
+  map: null, // the /api/map answer of state.version (its head: topics, venues, years; its points)
   topics: new Map(), // topic_id -> its /api/map entry (name, label, colour, ...)
 };
 
@@ -38,15 +38,27 @@ export function showError(message) {
   box.hidden = !message;
 }
 
-export async function api(path, params = {}) {
+function apiUrl(path, params) {
   const url = new URL(path, location.origin);
   for (const [key, value] of Object.entries(params)) {
     if (value !== null && value !== undefined && value !== "") url.searchParams.set(key, value);
   }
-  const response = await fetch(url);
+  return url;
+}
+
+export async function api(path, params = {}) {
+  const response = await fetch(apiUrl(path, params));
   const body = await response.json().catch(() => ({ error: `${response.status} ${response.statusText}` }));
   if (!response.ok) throw new Error(body.error || `${response.status} ${response.statusText}`);
   return body;
+}
+
+// A binary answer of the API (/api/map) as an ArrayBuffer; an error is answered in JSON.
+export async function apiBytes(path, params = {}) {
+  const response = await fetch(apiUrl(path, params));
+  if (response.ok) return response.arrayBuffer();
+  const body = await response.json().catch(() => ({}));
+  throw new Error(body.error || `${response.status} ${response.statusText}`);
 }
 
 // Addresses: /?q=&venue=&year=&topic=&mode=&sort=&page=&v=N, /paper/<id>, /topic/<id>,

@@ -1,56 +1,74 @@
 // The map of papers: a dot per paper coloured by topic, venue or year, drawn on one canvas
 // (points.js), a legend whose entries show or hide their papers, and topic labels placed
 // where they neither overlap nor leave the panel (labels.js). Colours and names come from
-// /api/map (flows/core/palette.py); a paper's title, when one points at it, from /api/name.
+// /api/map (flows/core/palette.py), whose columns of numbers the page reads as they come. A
+// paper is known here by its index in the map's order: its id and title are asked for when
+// one points at it (/api/map/paper), and the indexes of the papers a page lists when it
+// marks them (/api/map/indexes).
 "use strict";
 
-import { $, address, api, el, go, pathOf, plural, state } from "./common.js";
+import { $, address, api, apiBytes, el, go, pathOf, plural, showError, state } from "./common.js";
 import { placeLabels } from "./labels.js";
 import { PointLayer } from "./points.js";
 
 const SVG = "http://www.w3.org/2000/svg";
 const MODES = { topic: "topics", venue: "venues", year: "years" };
+const TYPES = { float32: Float32Array, int16: Int16Array, int32: Int32Array };
 
 export const map = {
   colourBy: "topic",
   hidden: { topic: new Set(), venue: new Set(), year: new Set() }, // legend keys switched off
   view: { k: 1, tx: 0, ty: 0 }, // zoom and pan
-  highlighted: [[], null],
+  highlighted: [[], null], // the ids of the papers marked and of the one ringed
+  asked: 0, // highlights asked for: only the last one is drawn
   layer: null, // the PointLayer of state.map
   legends: {}, // colour-by -> its legend entries and each paper's entry, made once a version
-  titles: new Map(), // paper_id -> its title, as /api/name gave it
+  papers: new Map(), // index -> /api/map/paper's answer (a promise): id and title
+  titles: new Map(), // index -> its paper's title, once /api/map/paper gave it
+  indexes: new Map(), // paper_id -> its index on the map (-1: not on it), as /api/map/indexes gave it
 };
 
+// A version's map from /api/map (flows/serve/explorer_map.py's `packed`): the length of its
+// head (4 bytes), the head (JSON: topics, venues, years, their colours, and where each
+// column lies after it), then its columns, each read in place as a typed array (no object a
+// paper). The answer is little-endian, as the machines browsers run on are.
+export async function mapOf(version) {
+  const buffer = await apiBytes("/api/map", { version });
+  const size = new DataView(buffer).getUint32(0, true);
+  const head = JSON.parse(new TextDecoder().decode(new Uint8Array(buffer, 4, size)));
+  const points = {};
+  for (const { name, type, offset } of head.columns) {
+    points[name] = new TYPES[type](buffer, 4 + size + offset, head.papers);
+  }
+  return { ...head, points };
+}
+
 // What the map colours by: the legend's entries (key, name, colour, papers) and each paper's
-// entry (an index into them).
+// entry (an index into them). A paper's topic, venue and year are indexes into the map's
+// topics, venues and years (-1: none); venues past the coloured ones are "other venues".
 function categories(mode) {
   const data = state.map;
   const none = data.no_value_colour;
-  const points = data.points;
-  const n = points.paper_id.length;
-  const category = new Uint16Array(n);
-  let rows, rest, of;
+  let rows, rest;
   if (mode === "venue") {
     const coloured = data.venues.filter((v) => v.colour !== none);
     rows = coloured.map((v, i) => ({ key: String(i), name: v.value, colour: v.colour, papers: v.papers }));
     rest = { key: "other", name: "other venues" };
-    of = (i) => (points.venue[i] !== null && points.venue[i] < coloured.length ? points.venue[i] : -1);
   } else if (mode === "year") {
     rows = data.years.map((y) => ({ key: String(y.value), name: String(y.value), colour: y.colour, papers: y.papers }));
-    const index = new Map(data.years.map((y, i) => [y.value, i]));
     rest = { key: "none", name: "no year" };
-    of = (i) => (points.year[i] === null ? -1 : index.get(points.year[i]));
   } else {
     rows = data.topics.map((t) => ({ key: String(t.topic_id), name: t.name, title: t.label, colour: t.colour, papers: t.papers }));
-    const index = new Map(data.topics.map((t, i) => [t.topic_id, i]));
     rest = { key: "none", name: "no topic" };
-    of = (i) => (points.topic_id[i] === null ? -1 : index.get(points.topic_id[i]));
   }
+  const column = data.points[mode];
+  const category = new Uint16Array(column.length);
   let others = 0;
-  for (let i = 0; i < n; i++) {
-    const k = of(i);
-    if (k === -1) others++;
-    category[i] = k === -1 ? rows.length : k;
+  for (let i = 0; i < column.length; i++) {
+    const k = column[i];
+    const other = k < 0 || k >= rows.length;
+    if (other) others++;
+    category[i] = other ? rows.length : k;
   }
   const items = others ? [...rows, { ...rest, colour: none, papers: others }] : rows;
   return { items, category };
@@ -65,7 +83,9 @@ export function drawMap() {
   const data = state.map;
   map.layer = new PointLayer($("#map"), data.points);
   map.legends = {};
-  map.titles.clear();
+  map.papers = new Map();
+  map.titles = new Map();
+  map.indexes = new Map();
   const labels = $("#labels");
   labels.replaceChildren(...data.topics.filter((t) => t.x !== null).map((topic) => { // largest first: the first placed
     const text = document.createElementNS(SVG, "text");
@@ -139,18 +159,37 @@ function zoomAt(factor, px, py, now = false) {
   if (now) applyView(); else redraw();
 }
 
-export function highlight(ids, focus = null) {
+// The index on the map of each paper of `ids` (-1: not on it), asked for once a version.
+async function indexesOf(ids) {
+  const known = map.indexes; // this version's (drawMap starts anew)
+  const wanted = [...new Set(ids)].filter((id) => !known.has(id));
+  if (wanted.length) {
+    const asked = { version: state.map.version, ids: wanted.join(",") };
+    const found = await api("/api/map/indexes", asked).then((answer) => answer.indexes, () => null);
+    if (found) for (const id of wanted) known.set(id, found[id] ?? -1);
+  }
+  return ids.map((id) => known.get(id) ?? -1);
+}
+
+// Mark the papers `ids` on the map and ring the paper `focus`, once their indexes are known
+// (a highlight asked for since goes instead).
+export async function highlight(ids, focus = null) {
   map.highlighted = [ids, focus];
+  const asked = ++map.asked;
   if (!map.layer) return;
-  map.layer.highlight(ids, focus);
+  const indexes = await indexesOf(focus === null ? ids : [...ids, focus]);
+  if (asked !== map.asked) return;
+  const at = focus === null ? -1 : indexes.pop();
+  map.layer.highlight(indexes.filter((i) => i >= 0), at);
+  $("#map").dataset.focus = at >= 0 ? focus : "";
   $("#map-view").classList.toggle("focused", ids.length > 0 || focus !== null);
   applyView();
 }
 
 // Where a paper lies on the page now (px from the viewport's corner), null where it is not
 // on the map: what one clicks to open it.
-export function screenOf(paperId) {
-  const i = map.layer ? map.layer.indexOf(paperId) : -1;
+export async function screenOf(paperId) {
+  const [i] = map.layer ? await indexesOf([paperId]) : [-1];
   if (i < 0) return null;
   const [x, y] = map.layer.screenOf(i, map.view);
   const box = $("#map").getBoundingClientRect();
@@ -163,29 +202,39 @@ export function resetMap() {
   map.view = { k: 1, tx: 0, ty: 0 };
 }
 
+// The paper at index i of the map (its id and title), asked for once a version.
+function paperAt(i) {
+  const known = map.papers; // this version's (drawMap starts anew)
+  if (!known.has(i)) {
+    known.set(i, api(`/api/map/paper/${i}`, { version: state.map.version }).catch((error) => {
+      known.delete(i);
+      throw error;
+    }));
+  }
+  return known.get(i);
+}
+
 function tipText(i) {
-  const points = state.map.points;
-  const id = points.paper_id[i];
-  const topic = state.topics.get(points.topic_id[i]);
-  const venue = points.venue[i] === null ? null : state.map.venues[points.venue[i]].value;
-  const where = [venue, points.year[i]].filter((v) => v !== null).join(" ");
-  const title = map.titles.has(id) ? map.titles.get(id) : "…";
+  const { points, topics, venues, years } = state.map;
+  const topic = topics[points.topic[i]]; // undefined for -1: none
+  const where = [venues[points.venue[i]]?.value, years[points.year[i]]?.value].filter((v) => v !== undefined).join(" ");
+  const title = map.titles.has(i) ? map.titles.get(i) : "…";
   return [title, el("small", {}, [topic ? topic.name : "no topic", where].filter(Boolean).join(" · "))];
 }
 
 // The tip over paper i, its title asked for once (shown when it comes, if i is still there).
 function showTip(tip, i, event) {
-  const id = state.map.points.paper_id[i];
-  tip.dataset.paper = id;
+  tip.dataset.index = i;
   tip.replaceChildren(...tipText(i));
   tip.style.left = `${event.clientX + 12}px`;
   tip.style.top = `${event.clientY + 12}px`;
   tip.hidden = false;
-  if (map.titles.has(id)) return;
-  api("/api/name/" + encodeURIComponent(id), { version: state.version }).then((named) => {
-    map.titles.set(id, named.title);
-    if (!tip.hidden && tip.dataset.paper === id) tip.replaceChildren(...tipText(i));
-  }, () => map.titles.set(id, id));
+  if (map.titles.has(i)) return;
+  const titles = map.titles;
+  paperAt(i).then((paper) => {
+    titles.set(i, paper.title);
+    if (titles === map.titles && !tip.hidden && tip.dataset.index === String(i)) tip.replaceChildren(...tipText(i));
+  }, () => {});
 }
 
 function pointer(canvas, tip) {
@@ -220,7 +269,10 @@ function pointer(canvas, tip) {
     const i = under(event);
     if (i < 0 || (drag && drag.moved)) return;
     tip.hidden = true;
-    go(address(pathOf.paper(state.map.points.paper_id[i])));
+    const version = state.map.version;
+    paperAt(i).then((paper) => {
+      if (state.map.version === version) go(address(pathOf.paper(paper.paper_id)));
+    }, (error) => showError(error.message));
   });
   canvas.addEventListener("mousemove", (event) => {
     if (drag && drag.moved) return;

@@ -63,13 +63,12 @@ function gridOf(x, y) {
 }
 
 export class PointLayer {
-  // points: /api/map's columns (paper_id in order, x and y in [-1, 1]).
+  // points: /api/map's columns (a paper at each index of the map, x and y in [-1, 1]).
   constructor(canvas, points) {
     this.canvas = canvas;
-    this.ids = points.paper_id;
-    this.n = this.ids.length;
-    this.x = Float32Array.from(points.x);
-    this.y = Float32Array.from(points.y);
+    this.n = points.x.length;
+    this.x = points.x;
+    this.y = points.y;
     this.grid = gridOf(this.x, this.y);
     this.category = new Uint16Array(this.n);
     this.colours = [];
@@ -86,22 +85,12 @@ export class PointLayer {
     this.hidden = hidden;
   }
 
-  // The index of a paper by its id (ids are in order), -1 where it is not on the map.
-  indexOf(id) {
-    let low = 0, high = this.n - 1;
-    while (low <= high) {
-      const mid = (low + high) >> 1;
-      if (this.ids[mid] === id) return mid;
-      if (this.ids[mid] < id) low = mid + 1; else high = mid - 1;
-    }
-    return -1;
-  }
-
-  highlight(ids, focus) {
+  // Mark the papers at indexes `lit` and ring the one at `focus` (-1: none).
+  highlight(lit, focus) {
     this.isLit.fill(0);
-    this.lit = ids.map((id) => this.indexOf(id)).filter((i) => i >= 0);
+    this.lit = lit;
     for (const i of this.lit) this.isLit[i] = 1;
-    this.focus = focus === null ? -1 : this.indexOf(focus);
+    this.focus = focus;
     if (this.focus >= 0) this.isLit[this.focus] = 1;
   }
 
@@ -120,7 +109,7 @@ export class PointLayer {
   }
 
   // Draw every shown paper in `view`; the canvas then says what it drew (data-points,
-  // data-shown, data-lit, data-focus).
+  // data-shown, data-lit).
   draw(view) {
     const { w, h, s, ox, oy } = this.layout(view);
     const dpr = window.devicePixelRatio || 1;
@@ -148,9 +137,7 @@ export class PointLayer {
       ctx.stroke();
       if (!focus) lit++;
     }
-    Object.assign(this.canvas.dataset, {
-      points: this.n, shown, lit, focus: this.focus >= 0 ? this.ids[this.focus] : "",
-    });
+    Object.assign(this.canvas.dataset, { points: this.n, shown, lit });
   }
 
   // Write the dots into the image's pixels (the highlighted ones are drawn after, over
