@@ -209,8 +209,10 @@ def serve(explorer: Explorer, sock: socket.socket, ready: Callable[[], object]) 
 
     before = {s: signal.signal(s, note) for s in (signal.SIGINT, signal.SIGTERM)}
     try:
-        ready()
-        with announced(explorer.settings, url_of(sock)):  # for `paperlake search`
+        # Said before the address is told: the socket listens already, and whoever reads
+        # the address finds the note (`paperlake search`).
+        with announced(explorer.settings, url_of(sock)):
+            ready()
             server.run(sockets=[sock])
     finally:
         for signum, handler in before.items():
