@@ -3,6 +3,7 @@ against the real server started by `paperlake explore`, offline."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 import shutil
@@ -14,6 +15,7 @@ from pathlib import Path
 import polars as pl
 import pytest
 from fastapi.testclient import TestClient
+from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
 from flows.core.lake import WarehouseError, open_lake
 from flows.core.palette import category_colour, sequential_colours, topic_colour
@@ -503,6 +505,18 @@ def drawn(page, what: str) -> str:
     return page.get_attribute("#map", f"data-{what}")
 
 
+def lit(page, expected: int) -> str:
+    """The number of papers the map marks once it has marked `expected` (the list's papers
+    are found on the map by a request of their own, after the list is shown), or what it
+    marks after 10 s."""
+    with contextlib.suppress(PlaywrightTimeout):
+        page.wait_for_function(
+            "n => document.querySelector('#map')?.dataset.lit === n", arg=str(expected),
+            timeout=10_000,
+        )  # fmt: skip
+    return drawn(page, "lit")
+
+
 def test_explorer_in_chromium_searches_opens_a_paper_and_maps_every_paper(chromium, server, lake):
     base, _ = server
     _, ids = lake
@@ -524,7 +538,8 @@ def test_explorer_in_chromium_searches_opens_a_paper_and_maps_every_paper(chromi
         .count("Ada Lovelace, Alan Turing")
         == 1
     )
-    assert drawn(page, "lit") == str(page.locator("li.hit").count())
+    hits = page.locator("li.hit").count()
+    assert lit(page, hits) == str(hits)
 
     page.locator(f'li.hit[data-paper="{ids["2501.01234"]}"] a[data-nav]').first.click()
     page.wait_for_selector("#nearest li.hit")
@@ -575,7 +590,7 @@ def test_browsing_by_venue_to_an_author_and_a_venue_in_chromium(chromium, server
     assert shown_text(page, ".list-head .shown") == "1–20 of 40 papers"
     assert page.locator("li.hit").count() == 20
     assert page.locator(".year-head").all_inner_texts() == ["2026 · 40 papers"]
-    assert drawn(page, "lit") == "20"
+    assert lit(page, 20) == "20"
     page.click(".pager a[rel=next]")
     page.wait_for_function("document.querySelector('.list-head .shown')?.textContent[0] === '2'")
     assert page.url == f"{base}?venue=ICLR&page=2"
