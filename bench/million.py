@@ -28,7 +28,6 @@ import signal
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from pathlib import Path
 
@@ -37,7 +36,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from cheap_model import build as build_cheap_model  # noqa: E402
 from corpus import stream, write_dump, write_jsonl  # noqa: E402
 from incremental import STAGES, code_line, paperlake_run, run_facts, smoke_dump  # noqa: E402
-from run import ROOT, WARM_IMPORTS  # noqa: E402
+from run import ROOT, WARM_IMPORTS, timed  # noqa: E402
 
 SMALL_SHARE = 0.05  # of a size's abstracts, in small text dumps
 SMALL_FILE = 100  # abstracts a small dump
@@ -64,38 +63,19 @@ def write_more(n: int, raw: Path, round_no: int) -> None:
 
 
 def watched(cmd: list[str], env: dict) -> dict:
-    """Run a command as bench/run.py's `timed` does (wall and CPU seconds, peak RSS, the
-    output), in its own process group, stopped if the machine runs short of memory."""
-    started = time.perf_counter()
-    proc = subprocess.Popen(
-        cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env,
-        start_new_session=True,
-    )  # fmt: skip
-    short: list[float] = []
+    """Run a command as `timed` does, in its own process group, stopped where the machine
+    runs short of memory."""
+    return timed(cmd, watch=short_of_memory, env=env, start_new_session=True)
 
-    def watch() -> None:
-        while proc.poll() is None:
-            free = available_gb()
-            if free < MIN_FREE_GB:
-                short.append(free)
-                os.killpg(proc.pid, signal.SIGKILL)
-                return
-            time.sleep(0.5)
 
-    threading.Thread(target=watch, daemon=True).start()
-    output = proc.stdout.read()
-    _, status, usage = os.wait4(proc.pid, 0)
-    code = os.waitstatus_to_exitcode(status)
-    if short:
-        raise MemoryError(f"stopped with {short[0]:.1f} GB of memory left:\n{output[-3000:]}")
-    if code != 0:
-        raise RuntimeError(f"{' '.join(cmd)} failed ({code}):\n{output[-3000:]}")
-    return {
-        "seconds": time.perf_counter() - started,
-        "cpu_seconds": usage.ru_utime + usage.ru_stime,
-        "peak_rss_mb": usage.ru_maxrss / 1024,
-        "output": output,
-    }
+def short_of_memory(proc: subprocess.Popen) -> str | None:
+    """Stop `proc`'s process group once less than MIN_FREE_GB is left, and say so."""
+    while proc.poll() is None:
+        if (free := available_gb()) < MIN_FREE_GB:
+            os.killpg(proc.pid, signal.SIGKILL)
+            return f"stopped with {free:.1f} GB of memory left"
+        time.sleep(0.5)
+    return None
 
 
 def available_gb() -> float:

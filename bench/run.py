@@ -19,7 +19,9 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -38,17 +40,30 @@ WARM_IMPORTS = (
 )
 
 
-def timed(cmd: list[str], **kwargs) -> dict:
+def timed(cmd: list[str], watch: Callable[[subprocess.Popen], str | None] | None = None,
+          **kwargs) -> dict:  # fmt: skip
     """Run a command; its wall seconds, CPU seconds (user and system, with the processes
-    it waited for), peak RSS (MB), exit code and output."""
+    it waited for), peak RSS (MB), exit code and output.
+
+    `watch(process)`, where given, runs beside the command until it ends; a reason it
+    returns (it stopped the command) is raised as MemoryError with the output.
+    """
     start = time.perf_counter()
     proc = subprocess.Popen(
         cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, **kwargs
     )
+    stopped: list[str | None] = []
+    watcher = threading.Thread(target=lambda: stopped.append(watch(proc)), daemon=True)
+    if watch:
+        watcher.start()
     output = proc.stdout.read()
     _, status, usage = os.wait4(proc.pid, 0)
     proc.returncode = os.waitstatus_to_exitcode(status)
     wall = time.perf_counter() - start
+    if watch:
+        watcher.join()
+    if stopped and stopped[0]:
+        raise MemoryError(f"{stopped[0]}:\n{output[-3000:]}")
     if proc.returncode != 0:
         raise RuntimeError(f"{' '.join(cmd)} failed ({proc.returncode}):\n{output[-3000:]}")
     cpu = usage.ru_utime + usage.ru_stime
