@@ -11,7 +11,7 @@ import polars as pl
 import pytest
 
 from flows import read
-from flows.core.lake import connect, open_lake
+from flows.core.lake import connect, open_lake, read_sql
 from flows.core.settings import SQL_DIR
 from flows.read import hits as read_hits
 from flows.read import ranking, search_index
@@ -78,6 +78,46 @@ def test_modes_find_the_right_abstracts(sample_run):
         keyword = read.search_papers(con, "SparseD sparse attention", settings, k=1, mode="keyword")
         assert "SparseD" in keyword["abstract"][0]
         assert search_index.index_path(settings, 1).exists()  # built once, reused afterwards
+
+
+QUERIES = [
+    "diffusion language model decoding",
+    "the chain of thought",
+    "SparseD sparse attention",
+    "reinforcement learning from human feedback",
+    "GPT-4 and LLaMA",
+    "zzyzx",
+    "of the",
+]
+
+
+def test_keyword_scores_are_the_full_text_macros_from_postings(sample_run, tmp_path):
+    """The postings the index keeps give every paper the BM25 score of DuckDB's own
+    match_bm25 over the sample's abstracts, and the papers holding every word are those its
+    conjunctive mode finds."""
+    with open_lake(sample_run.settings) as con:
+        index = search_index.build_keyword_index(con, tmp_path / "index.duckdb")
+        ids = [pid for (pid,) in con.execute("select paper_id from papers").fetchall()]
+        with search_index.keyword_scope(con, index):
+            for text in QUERIES:
+                [(terms,)] = con.execute(read_sql("search/terms"), {"text": text}).fetchall()
+                macro = con.execute(
+                    "select paper_id, fts_main_docs.match_bm25(paper_id, $text) as score, "
+                    "$terms is not null and fts_main_docs.match_bm25(paper_id, $terms, "
+                    "conjunctive := 1) is not null from docs where score is not null "
+                    "order by score desc, paper_id",
+                    {"text": text, "terms": terms},
+                ).fetchall()
+                found = ranking.keyword_scores(con, text, len(ids))
+                assert [p for p, _ in found] == [p for p, _, _ in macro], text
+                assert [s for _, s in found] == pytest.approx([s for _, s, _ in macro]), text
+                every = ranking.holding_every_word(con, text, ids)
+                assert every == {p for p, _, held in macro if held}, text
+            assert len(ranking.keyword_scores(con, QUERIES[0], 3)) == 3
+            assert ranking.keyword_scores(con, QUERIES[0], 50, ids[:2]) == [
+                (p, s) for p, s in ranking.keyword_scores(con, QUERIES[0], 50) if p in ids[:2]
+            ]
+            assert ranking.keyword_scores(con, "zzyzx", 10) == []
 
 
 def test_filters_and_similar(sample_run):

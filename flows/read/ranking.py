@@ -29,18 +29,26 @@ def keyword_ranking(
         ids: only these papers; None for all.
     """
     with keyword_scope(con, index):
-        return [keyword_scores(con, text, ids)[0][:k] for text in texts]
+        return [keyword_scores(con, text, k, ids) for text in texts]
 
 
 def keyword_scores(
-    con: duckdb.DuckDBPyConnection, text: str, ids: list[str] | None = None
-) -> tuple[list[tuple[str, float]], set[str]]:
-    """Every paper (of `ids`; None for all) that BM25 scores for `text`, best first, and
-    those of them holding every term of it; `con` has the keyword index in use."""
+    con: duckdb.DuckDBPyConnection, text: str, k: int, ids: list[str] | None = None
+) -> list[tuple[str, float]]:
+    """The k papers (of `ids`; None for all) of best BM25 for `text`, best first; `con` has
+    the keyword index in use."""
+    params = {"text": text, "k": k, "ids": ids}
+    return con.execute(read_sql("search/keyword"), params).fetchall()
+
+
+def holding_every_word(con: duckdb.DuckDBPyConnection, text: str, ids: list[str]) -> set[str]:
+    """Those of `ids` that hold every term of `text` (its stop words left out); `con` has
+    the keyword index in use."""
+    if not ids:
+        return set()
     [(terms,)] = con.execute(read_sql("search/terms"), {"text": text}).fetchall()
-    params = {"text": text, "terms": terms, "ids": ids}
-    rows = con.execute(read_sql("search/keyword"), params).fetchall()
-    return [(pid, score) for pid, score, _ in rows], {pid for pid, _, every in rows if every}
+    rows = con.execute(read_sql("search/all_words"), {"terms": terms, "ids": ids}).fetchall()
+    return {paper_id for (paper_id,) in rows}
 
 
 def filtered(

@@ -29,6 +29,7 @@ from flows.read.ranking import (
     dense_ranking,
     filtered,
     fuse,
+    holding_every_word,
     keyword_scores,
     norms,
     of_topic,
@@ -196,31 +197,47 @@ class Corpus:
         ids = filtered(self.facets, venue, year, topic) if given else None
         if ids == []:
             return pl.DataFrame(schema=HITS_SCHEMA)
-        # One pass gives BM25 and which papers hold every word (asked in every mode). It
-        # runs before the query is encoded: ONNX Runtime's threads spin a while after a
-        # run, which slows DuckDB right after it.
-        scored, all_words = keyword_scores(self.keyword, text, ids)
-        rankings = []
-        cosine = None
+        # The keyword ranking runs before the query is encoded: ONNX Runtime's threads spin
+        # a while after a run, which slows DuckDB right after it.
+        keyword = keyword_scores(self.keyword, text, pool, ids) if mode != "dense" else []
+        rankings = [keyword] if mode == "keyword" else []
+        close = None
         if mode in ("dense", "hybrid"):
             names, matrix, lengths = self.vectors  # read while the encoder may still load
             close = cosines(matrix, lengths, self.encode(text))
-            cosine = dict(zip(names, close.tolist(), strict=True))
             if ids is None:
                 rankings.append(best(close, names, pool))
             else:
-                wanted = set(ids)
-                rows = [row for row, pid in enumerate(names) if pid in wanted]
+                rows = self.rows_of(ids)
                 rankings.append(best(close[rows], [names[row] for row in rows], pool))
-        keyword: list[tuple[str, float]] = []
-        if mode in ("keyword", "hybrid"):
-            keyword = scored[:pool]
+        if mode == "hybrid":
             rankings.append(keyword)
         ranked = (fuse(rankings, pool, fusion) if mode == "hybrid" else rankings[0])[:k]
+        shown = [pid for pid, _ in ranked]
+        cosine = None
+        if close is not None:
+            found = self.found_rows(shown)
+            cosine = dict(zip(found["paper_id"], close[found["row"]].tolist(), strict=True))
         return ranked_hits(
-            self.cards([pid for pid, _ in ranked]), ranked, cosine, dict(keyword), all_words,
+            self.cards(shown), ranked, cosine, dict(keyword),
+            holding_every_word(self.keyword, text, shown),
             min_cosine=min_cosine, min_cosine_words=min_cosine_words,
         )  # fmt: skip
+
+    @functools.cached_property
+    def positions(self) -> pl.DataFrame:
+        """Each embedded paper's row in `vectors`: paper_id, row."""
+        names = pl.Series("paper_id", self.vectors[0], dtype=pl.String)
+        return names.to_frame().with_row_index("row")
+
+    def found_rows(self, ids: list[str]) -> pl.DataFrame:
+        """The embedded papers of `ids` in their order, with their rows of `vectors`."""
+        asked = pl.DataFrame({"paper_id": pl.Series(ids, dtype=pl.String)})
+        return asked.join(self.positions, on="paper_id", how="inner", maintain_order="left")
+
+    def rows_of(self, ids: list[str]) -> np.ndarray:
+        """The rows of `vectors` of the embedded papers of `ids`, in their order."""
+        return self.found_rows(ids)["row"].to_numpy()
 
 
 def search_papers(

@@ -1,6 +1,10 @@
 """The keyword (BM25) index of a version: one DuckDB file per version beside the catalog
 (DuckLake tables take no indexes), built on first use, checked against the version's
-papers before it is used, and attached for the SQL that ranks by it."""
+papers before it is used, and attached for the SQL that ranks by it.
+
+The file holds DuckDB's full-text index of the papers' titles and abstracts (its words,
+stems and statistics) and, beside it, each term's postings with their BM25 parts, sorted
+by term (sql/search/postings.sql), which the search SQL reads."""
 
 from __future__ import annotations
 
@@ -22,8 +26,12 @@ def current_version(con: duckdb.DuckDBPyConnection) -> int:
     return con.execute(f"select * from {LAKE}.current_snapshot()").fetchone()[0]
 
 
+# Named in the file's name: an index of another layout (an older paperlake's) is not read.
+LAYOUT = "postings"
+
+
 def index_path(settings: Settings, version: int) -> Path:
-    return settings.cache_path / "search" / f"v{version}.duckdb"
+    return settings.cache_path / "search" / f"v{version}-{LAYOUT}.duckdb"
 
 
 def build_keyword_index(con: duckdb.DuckDBPyConnection, path: Path) -> Path:
@@ -44,6 +52,7 @@ def build_keyword_index(con: duckdb.DuckDBPyConnection, path: Path) -> Path:
             "pragma create_fts_index('docs', 'paper_id', 'text', stemmer = 'porter', "
             "stopwords = 'english', overwrite = 1)"
         )
+        index.execute(f"create table postings as {read_sql('search/postings')}")
     finally:
         index.close()
     os.replace(tmp, path)
@@ -60,6 +69,7 @@ def keyword_index(con: duckdb.DuckDBPyConnection, settings: Settings) -> Path:
     try:
         with contextlib.closing(duckdb.connect(str(path), read_only=True)) as index:
             indexed = index.execute("select count(*) from docs").fetchone()[0]
+            index.execute("select count(*) from postings").fetchone()
     except duckdb.Error as exc:
         reason = " ".join(str(exc).split())
     else:

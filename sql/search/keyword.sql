@@ -1,27 +1,33 @@
--- keyword search: BM25 over each paper's title and abstract (DuckDB full-text index), and
--- whether the paper holds every term of the query (conjunctive mode), in one pass.
--- grain: one row per paper with a BM25 score, best first.
--- upstream: docs and its fts_main_docs index, in the version's search index file.
--- parameters: $text (the query), $terms (its terms, from terms.sql; NULL: none), $ids
--- (the papers that may be returned, from flows/read/ranking.py's filters; NULL for all).
--- $terms is a parameter, not a CTE here: the index's match macro runs once per paper
--- when its query comes from a column.
-with scored as (
-    select
-        paper_id,
-        fts_main_docs.match_bm25(paper_id, $text) as score,
-        $terms is not null
-        and fts_main_docs.match_bm25(paper_id, $terms, conjunctive := 1) is not null
-        as all_words
-    from docs
-    where $ids is null or paper_id in (select unnest($ids::VARCHAR[]))
+-- keyword search: the $k papers of best BM25 over their title and abstract, read from the
+-- postings of the query's terms (postings.sql), with the scores DuckDB's match_bm25 gives.
+-- grain: one row per paper, best first (ties by paper_id), at most $k.
+-- upstream: postings, fts_main_docs.dict and docs, in the version's search index file.
+-- parameters: $text (the query), $k (hits), $ids (the papers that may be returned, from
+-- flows/read/ranking.py's filters; NULL for all).
+with tokens as (
+    select distinct stem(unnest(fts_main_docs.tokenize($text)), 'porter') as term
+),
+
+asked as (
+    select dict.termid
+    from fts_main_docs.dict as dict
+    join tokens using (term)
+),
+
+scored as (
+    select postings.docid, sum(postings.part) as score
+    from postings
+    semi join asked using (termid)
+    group by postings.docid
 ),
 
 final as (
-    select paper_id, score, all_words
+    select docs.name as paper_id, scored.score
     from scored
-    where score is not null
-    order by score desc, paper_id
+    join fts_main_docs.docs as docs using (docid)
+    where $ids is null or docs.name in (select unnest($ids::VARCHAR[]))
+    order by scored.score desc, paper_id
+    limit $k
 )
 
 select * from final

@@ -1,4 +1,4 @@
--- terms: the words of a query that the all-words test asks every one of (keyword.sql),
+-- terms: the words of a query that the all-words test asks every one of (all_words.sql),
 -- split as the index splits text, stop words dropped: conjunctive mode counts a stop word
 -- as a term that no paper holds ("chain of thought" matched nothing).
 -- grain: one row: the terms joined by spaces (NULL when the query has none).
