@@ -23,18 +23,15 @@ from flows.core.lake import LAKE, connect, read_sql
 from flows.core.settings import PACKAGED_MODEL, Settings
 from flows.read.hits import HITS_SCHEMA, MIN_COSINE, MIN_COSINE_WORDS, hits, ranked_hits
 from flows.read.ranking import (
-    as_matrix,
-    best,
-    cosines,
     dense_ranking,
     filtered,
     fuse,
     holding_every_word,
     keyword_scores,
-    norms,
     of_topic,
 )
-from flows.read.search_index import current_version, keyword_index, keyword_scope
+from flows.read.search_index import current_version, keyword_index, keyword_scope, vectors_folder
+from flows.read.vectors import MatrixVectors, held_vectors
 
 MODES = ("hybrid", "dense", "keyword")
 CANDIDATES = 100  # hits each retriever hands to the fusion
@@ -94,6 +91,7 @@ class Corpus:
         self, con: duckdb.DuckDBPyConnection, settings: Settings, held: bool = False
     ) -> None:
         self.settings = settings
+        self.held = held
         self.version = current_version(con)
         index = keyword_index(con, settings)
         self.con: duckdb.DuckDBPyConnection | None = con
@@ -145,11 +143,12 @@ class Corpus:
         return recorded_model(self.lake())
 
     @functools.cached_property
-    def vectors(self) -> tuple[list[str], np.ndarray, np.ndarray]:
-        """The embedded papers' ids, their vectors (a float32 row each) and their norms."""
-        frame = self.lake().execute(read_sql("search/vectors"), {"ids": None}).pl()
-        matrix = as_matrix(frame["embedding"])
-        return frame["paper_id"].to_list(), matrix, norms(matrix)
+    def vectors(self) -> MatrixVectors:
+        """The embedded papers' vectors: in memory for one search; for a held corpus, the
+        version's vector file beside its keyword index (`VectorFile`)."""
+        if self.held:
+            return held_vectors(self.lake(), vectors_folder(self.settings, self.version))
+        return MatrixVectors.of(self.lake())
 
     @functools.cached_property
     def facets(self) -> pl.DataFrame:
@@ -201,43 +200,22 @@ class Corpus:
         # a while after a run, which slows DuckDB right after it.
         keyword = keyword_scores(self.keyword, text, pool, ids) if mode != "dense" else []
         rankings = [keyword] if mode == "keyword" else []
-        close = None
+        query = None
         if mode in ("dense", "hybrid"):
-            names, matrix, lengths = self.vectors  # read while the encoder may still load
-            close = cosines(matrix, lengths, self.encode(text))
-            if ids is None:
-                rankings.append(best(close, names, pool))
-            else:
-                rows = self.rows_of(ids)
-                rankings.append(best(close[rows], [names[row] for row in rows], pool))
+            vectors = self.vectors  # read while the encoder may still load
+            query = self.encode(text)
+            rows = None if ids is None else vectors.rows_of(ids)
+            rankings.append(vectors.ranking(query, pool, rows))
         if mode == "hybrid":
             rankings.append(keyword)
         ranked = (fuse(rankings, pool, fusion) if mode == "hybrid" else rankings[0])[:k]
         shown = [pid for pid, _ in ranked]
-        cosine = None
-        if close is not None:
-            found = self.found_rows(shown)
-            cosine = dict(zip(found["paper_id"], close[found["row"]].tolist(), strict=True))
+        cosine = None if query is None else self.vectors.cosine_of(shown, query)
         return ranked_hits(
             self.cards(shown), ranked, cosine, dict(keyword),
             holding_every_word(self.keyword, text, shown),
             min_cosine=min_cosine, min_cosine_words=min_cosine_words,
         )  # fmt: skip
-
-    @functools.cached_property
-    def positions(self) -> pl.DataFrame:
-        """Each embedded paper's row in `vectors`: paper_id, row."""
-        names = pl.Series("paper_id", self.vectors[0], dtype=pl.String)
-        return names.to_frame().with_row_index("row")
-
-    def found_rows(self, ids: list[str]) -> pl.DataFrame:
-        """The embedded papers of `ids` in their order, with their rows of `vectors`."""
-        asked = pl.DataFrame({"paper_id": pl.Series(ids, dtype=pl.String)})
-        return asked.join(self.positions, on="paper_id", how="inner", maintain_order="left")
-
-    def rows_of(self, ids: list[str]) -> np.ndarray:
-        """The rows of `vectors` of the embedded papers of `ids`, in their order."""
-        return self.found_rows(ids)["row"].to_numpy()
 
 
 def search_papers(

@@ -34,6 +34,11 @@ def index_path(settings: Settings, version: int) -> Path:
     return settings.cache_path / "search" / f"v{version}-{LAYOUT}.duckdb"
 
 
+def vectors_folder(settings: Settings, version: int) -> Path:
+    """Where a long-lived search keeps the version's vectors (flows/read/vectors.py)."""
+    return settings.cache_path / "search" / f"v{version}-vectors"
+
+
 def build_keyword_index(con: duckdb.DuckDBPyConnection, path: Path) -> Path:
     """Write the full-text (BM25) index of the attached version's papers to `path`.
 

@@ -1,0 +1,185 @@
+"""A version's vectors as a search ranks them: in memory for one search (`MatrixVectors`),
+or, for a long-lived process (the explorer), from a folder beside the keyword index
+(`VectorFile`): the float32 rows memory-mapped from disk, and 8-bit codes of them in memory
+that screen each query, the best of them scored again exactly from the mapped rows.
+
+At a million papers of 384 dimensions the rows are 1.5 GB and one exact pass over them
+takes about 0.15 s on two cores; the codes are 0.4 GB and a pass over them about a third of
+that (bench/explore_latency.py).
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import shutil
+from pathlib import Path
+
+import duckdb
+import numpy as np
+import polars as pl
+
+from flows.core import cache
+from flows.core.lake import read_sql
+from flows.read.ranking import as_matrix, best, cosines, norms
+
+SCREEN = 10  # papers the codes hand on to exact scoring, per hit asked (1,000 at least)
+SCREEN_MIN = 1_000
+BATCH = 50_000  # rows read from the version, and coded, at a time
+REDO = "the version's vectors are read again"
+
+
+class MatrixVectors:
+    """The embedded papers' ids and their vectors as one float32 matrix in memory."""
+
+    def __init__(self, ids: list[str], matrix: np.ndarray) -> None:
+        self.ids = ids
+        self.matrix = matrix
+        self.positions = (
+            pl.Series("paper_id", ids, dtype=pl.String).to_frame().with_row_index("row")
+        )
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+    @functools.cached_property
+    def lengths(self) -> np.ndarray:
+        return norms(self.matrix)
+
+    @classmethod
+    def of(cls, con: duckdb.DuckDBPyConnection) -> MatrixVectors:
+        frame = con.execute(read_sql("search/vectors"), {"ids": None}).pl()
+        return cls(frame["paper_id"].to_list(), as_matrix(frame["embedding"]))
+
+    def ranking(
+        self, query: np.ndarray, k: int, rows: np.ndarray | None = None
+    ) -> list[tuple[str, float]]:
+        """The k papers (of `rows`; None for all) of highest cosine to `query`."""
+        close = cosines(self.matrix, self.lengths, query)
+        if rows is None:
+            return best(close, self.ids, k)
+        return best(close[rows], [self.ids[row] for row in rows], k)
+
+    def found(self, ids: list[str]) -> pl.DataFrame:
+        """The embedded papers of `ids` in their order, with their rows."""
+        asked = pl.DataFrame({"paper_id": pl.Series(ids, dtype=pl.String)})
+        return asked.join(self.positions, on="paper_id", how="inner", maintain_order="left")
+
+    def rows_of(self, ids: list[str]) -> np.ndarray:
+        return self.found(ids)["row"].to_numpy()
+
+    def cosine_of(self, ids: list[str], query: np.ndarray) -> dict[str, float]:
+        """The cosine to `query` of each embedded paper of `ids`."""
+        found = self.found(ids)
+        close = self.exact(found["row"].to_numpy(), query)
+        return dict(zip(found["paper_id"], close.tolist(), strict=True))
+
+    def exact(self, rows: np.ndarray, query: np.ndarray) -> np.ndarray:
+        """The cosine to `query` of the papers of `rows`, from their float32 vectors."""
+        matrix = np.asarray(self.matrix[rows], dtype=np.float32)
+        return cosines(matrix, norms(matrix), query)
+
+
+class VectorFile(MatrixVectors):
+    """A version's vectors kept in a folder (`write_vector_file`): their float32 rows
+    memory-mapped, their 8-bit codes (a FAISS scalar-quantizer index) in memory.
+
+    A query's cosines are screened by the codes, and the SCREEN x k best of them scored
+    again exactly from the rows: only those rows of the file are read.
+    """
+
+    def __init__(self, folder: Path) -> None:
+        """Open a folder `write_vector_file` wrote, checked against its record.
+
+        Raises:
+            cache.Damaged: a file is missing, or differs from what the record says.
+        """
+        import faiss
+
+        if not folder.is_dir():
+            raise FileNotFoundError(folder)
+        try:
+            record = cache.read_record(folder / "record.json")
+            for name in ("vectors.npy", "codes.faiss"):
+                if cache.file_sha256(folder / name) != record[name]:
+                    raise cache.Damaged(folder / name, "it differs from its record")
+            ids = cache.read_parquet(folder / "ids.parquet")
+            matrix = np.load(folder / "vectors.npy", mmap_mode="r")
+            self.codes = faiss.read_index(str(folder / "codes.faiss"))
+        except (OSError, KeyError, TypeError, ValueError, RuntimeError) as exc:
+            raise cache.Damaged(folder, f"unreadable: {exc}") from None
+        if not ids.height == len(matrix) == self.codes.ntotal == record["rows"]:
+            raise cache.Damaged(folder, "its files hold different counts of papers")
+        super().__init__(ids["paper_id"].to_list(), matrix)
+
+    def ranking(
+        self, query: np.ndarray, k: int, rows: np.ndarray | None = None
+    ) -> list[tuple[str, float]]:
+        import faiss
+
+        screen = max(SCREEN_MIN, SCREEN * k)
+        if rows is not None and len(rows) <= screen:
+            candidates = np.asarray(rows)
+        else:
+            params = None if rows is None else faiss.SearchParameters(
+                sel=faiss.IDSelectorBatch(np.asarray(rows, dtype=np.int64))
+            )  # fmt: skip
+            asked = np.ascontiguousarray(query, dtype=np.float32)[None, :]
+            _, found = self.codes.search(asked, min(screen, len(self)), params=params)
+            candidates = found[0][found[0] >= 0]
+        close = self.exact(candidates, query)
+        return best(close, [self.ids[row] for row in candidates], k)
+
+
+def write_vector_file(con: duckdb.DuckDBPyConnection, folder: Path) -> int:
+    """Write the attached version's vectors to `folder` (none there yet) as `VectorFile`
+    reads them, BATCH rows at a time: ids.parquet, vectors.npy (float32, a row a paper),
+    codes.faiss (8-bit codes, trained on the first batch) and record.json (their counts
+    and digests). Written under a temporary name and moved into place whole. Returns the
+    papers written (0: the version has no vectors, and nothing is written)."""
+    import faiss
+
+    [(count,)] = con.execute("select count(embedding) from embeddings").fetchall()
+    if count == 0:
+        return 0
+    tmp = folder.with_name(f"{folder.name}.{os.getpid()}.tmp")
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
+    reader = con.execute(read_sql("search/vectors"), {"ids": None}).fetch_record_batch(BATCH)
+    matrix, codes, ids, at = None, None, [], 0
+    for batch in reader:
+        rows = as_matrix(pl.from_arrow(batch.column(1)))
+        if matrix is None:
+            shape = (count, rows.shape[1])
+            matrix = np.lib.format.open_memmap(tmp / "vectors.npy", "w+", np.float32, shape)
+            codes = faiss.IndexScalarQuantizer(
+                rows.shape[1], faiss.ScalarQuantizer.QT_8bit, faiss.METRIC_INNER_PRODUCT
+            )
+            codes.train(rows)
+        matrix[at : at + len(rows)] = rows
+        codes.add(rows)
+        ids.append(pl.from_arrow(batch.column(0)))
+        at += len(rows)
+    matrix.flush()
+    del matrix
+    faiss.write_index(codes, str(tmp / "codes.faiss"))
+    cache.write_parquet(tmp / "ids.parquet", pl.concat(ids).rename("paper_id").to_frame())
+    record = {name: cache.file_sha256(tmp / name) for name in ("vectors.npy", "codes.faiss")}
+    cache.write_record(tmp / "record.json", record | {"rows": count})
+    os.replace(tmp, folder)
+    return count
+
+
+def held_vectors(con: duckdb.DuckDBPyConnection, folder: Path) -> MatrixVectors:
+    """The attached version's vectors for a long-lived search: the `VectorFile` in
+    `folder`, written first where there is none (or it is damaged: then dropped, with one
+    warning, and written again); in memory where the version has no vectors."""
+    try:
+        return VectorFile(folder)
+    except FileNotFoundError:
+        pass
+    except cache.Damaged as damage:
+        cache.dropped(damage, REDO, folder)
+    if write_vector_file(con, folder) == 0:
+        return MatrixVectors.of(con)
+    return VectorFile(folder)
