@@ -73,16 +73,17 @@ def query_model(model_id: str, settings: Settings, recorded: str | None = None) 
 
 
 class Corpus:
-    """What a search reads of one version, in memory: the embeddings as one matrix (the
-    dense part of a search is one matrix product), the fields filters read, and the
-    version's keyword index attached once.
+    """What a search reads of one version: the embeddings (`vectors`), the fields filters
+    read, and the version's keyword index attached once.
 
     Every query of a DuckLake table reads the catalog first, so a
     search reads each table once, not once per step. A search command reads a corpus
-    for its one search (`search_papers`); a long-lived process (the explorer) keeps one per
-    version, `held`: every paper's card is read up front and the keyword index gets a
-    connection of its own, so the corpus answers searches after `con` is closed (the
-    explorer reads a copy of the catalog, so that runs can publish).
+    for its one search (`search_papers`): the embeddings as one matrix in memory, the
+    hits' cards from the version. A long-lived process (the explorer) keeps one per
+    version, `held`: the keyword index gets a connection of its own, and the cards (kept in
+    the index file) and the vectors (`VectorFile`) are read from disk beside it, so the
+    corpus answers searches after `con` is closed (the explorer reads a copy of the
+    catalog, so that runs can publish) and holds few bytes a paper in memory.
 
     Close it (or use it as a context manager) to let the keyword index go.
     """
@@ -95,7 +96,6 @@ class Corpus:
         self.version = current_version(con)
         index = keyword_index(con, settings)
         self.con: duckdb.DuckDBPyConnection | None = con
-        self.all_cards: pl.DataFrame | None = None
         self.resources = contextlib.ExitStack()
         try:
             # A cursor shares `con`'s database (its extensions: none to load), with its own
@@ -104,12 +104,8 @@ class Corpus:
             self.resources.callback(self.keyword.close)
             self.resources.enter_context(keyword_scope(self.keyword, index))
             if held:
-                self.all_cards = con.execute(read_sql("search/cards"), {"ids": None}).pl()
-                self.facets = self.all_cards.select(
-                    "paper_id", "venue", "year", "topic_id", "topic"
-                )
                 # Read now: `con` may be gone when they are used.
-                _ = self.model, self.recorded_model, self.vectors
+                _ = self.model, self.recorded_model, self.vectors, self.facets
                 self.con = None
         except BaseException:
             self.close()
@@ -155,9 +151,9 @@ class Corpus:
         return self.lake().execute(read_sql("search/facets")).pl()
 
     def cards(self, ids: list[str]) -> pl.DataFrame:
-        if self.all_cards is None:
-            return self.lake().execute(read_sql("search/cards"), {"ids": ids}).pl()
-        return self.all_cards.filter(pl.col("paper_id").is_in(ids))
+        if self.held:
+            return self.keyword.execute(read_sql("search/kept_cards"), {"ids": ids}).pl()
+        return self.lake().execute(read_sql("search/cards"), {"ids": ids}).pl()
 
     def listing(self, ids: list[str]) -> pl.DataFrame:
         """The papers of `ids`, in that order, as `hits` gives them without a query."""

@@ -4,7 +4,8 @@ papers before it is used, and attached for the SQL that ranks by it.
 
 The file holds DuckDB's full-text index of the papers' titles and abstracts (its words,
 stems and statistics) and, beside it, each term's postings with their BM25 parts, sorted
-by term (sql/search/postings.sql), which the search SQL reads."""
+by term (sql/search/postings.sql), which the search SQL reads; and every paper's card
+(sql/search/cards.sql), which a long-lived search reads from here, not from memory."""
 
 from __future__ import annotations
 
@@ -26,6 +27,7 @@ def current_version(con: duckdb.DuckDBPyConnection) -> int:
     return con.execute(f"select * from {LAKE}.current_snapshot()").fetchone()[0]
 
 
+ATTACHED = itertools.count(1)  # a fresh name for each attach of a keyword index file
 # Named in the file's name: an index of another layout (an older paperlake's) is not read.
 LAYOUT = "postings"
 
@@ -48,11 +50,16 @@ def build_keyword_index(con: duckdb.DuckDBPyConnection, path: Path) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(f".{os.getpid()}.tmp")
     tmp.unlink(missing_ok=True)
-    docs = con.execute(read_sql("search/docs")).arrow()
+    # Written by DuckDB from the version straight into the file, in pieces.
+    building = f"keyword_build_{next(ATTACHED)}"
+    con.execute(f"attach '{tmp}' as {building}")
+    try:
+        con.execute(f"create table {building}.docs as {read_sql('search/docs')}")
+        con.execute(f"create table {building}.cards as {read_sql('search/cards')}", {"ids": None})
+    finally:
+        con.execute(f"detach {building}")
     index = connect(str(tmp))
     try:
-        index.register("docs_frame", docs)
-        index.execute("create table docs as select * from docs_frame")
         index.execute(
             "pragma create_fts_index('docs', 'paper_id', 'text', stemmer = 'porter', "
             "stopwords = 'english', overwrite = 1)"
@@ -74,7 +81,8 @@ def keyword_index(con: duckdb.DuckDBPyConnection, settings: Settings) -> Path:
     try:
         with contextlib.closing(duckdb.connect(str(path), read_only=True)) as index:
             indexed = index.execute("select count(*) from docs").fetchone()[0]
-            index.execute("select count(*) from postings").fetchone()
+            for table in ("postings", "cards"):
+                index.execute(f"select count(*) from {table}").fetchone()
     except duckdb.Error as exc:
         reason = " ".join(str(exc).split())
     else:
@@ -84,8 +92,6 @@ def keyword_index(con: duckdb.DuckDBPyConnection, settings: Settings) -> Path:
     cache.warn(cache.Damaged(path, reason), "built again")
     return build_keyword_index(con, path)
 
-
-ATTACHED = itertools.count(1)  # a fresh name for each attach of a keyword index
 
 
 @contextlib.contextmanager
