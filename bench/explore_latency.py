@@ -1,5 +1,6 @@
 """Latency of the explorer's /api/search: start `paperlake explore`, ask 20 queries over
-HTTP as the page does, print the median and the slowest.
+HTTP as the page does, print the median and the slowest, and the explorer's memory (its
+peak resident set, and what it holds after the queries).
 
     .venv/bin/python bench/explore_latency.py --warehouse /tmp/explore-wh
 """
@@ -12,6 +13,7 @@ import statistics
 import time
 import urllib.parse
 import urllib.request
+from pathlib import Path
 
 from explorer_process import explorer
 
@@ -32,7 +34,7 @@ def main() -> None:
     parser.add_argument("--mode", default="hybrid")
     args = parser.parse_args()
     started = time.perf_counter()
-    with explorer(args.warehouse, stop_within=30) as (base, _):
+    with explorer(args.warehouse, stop_within=30) as (base, server):
         ready = time.perf_counter() - started
         seconds = []
         for text in QUERIES:
@@ -42,6 +44,7 @@ def main() -> None:
                 hits = json.load(response)["hits"]
             seconds.append(time.perf_counter() - t)
             assert hits, text
+        memory = resident(server.pid)
     ms = sorted(1000 * s for s in seconds)
     print(f"explorer ready (model and index warm) in {ready:.1f} s")
     median = statistics.median(ms)
@@ -49,6 +52,20 @@ def main() -> None:
         f"/api/search ({args.mode}) over {len(ms)} requests: median {median:.1f} ms, "
         f"fastest {ms[0]:.1f} ms, slowest {ms[-1]:.1f} ms"
     )
+    print(
+        f"explorer memory: peak {memory['VmHWM']:.2f} GB, "
+        f"after the queries {memory['VmRSS']:.2f} GB"
+    )
+
+
+def resident(pid: int) -> dict[str, float]:
+    """A process's peak and current resident set (VmHWM, VmRSS), GB."""
+    found = {}
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        key, _, value = line.partition(":")
+        if key in ("VmHWM", "VmRSS"):
+            found[key] = int(value.split()[0]) / 1024**2
+    return found
 
 
 if __name__ == "__main__":

@@ -4,6 +4,8 @@
 -- upstream: postings, fts_main_docs.dict and docs, in the version's search index file.
 -- parameters: $text (the query), $k (hits), $ids (the papers that may be returned, from
 -- flows/read/ranking.py's filters; NULL for all).
+-- Names are joined to the best only: the papers scoring at least the k-th best score (its
+-- ties kept, so that ties go by paper_id as they would over all).
 with tokens as (
     select distinct stem(unnest(fts_main_docs.tokenize($text)), 'porter') as term
 ),
@@ -14,18 +16,30 @@ asked as (
     join tokens using (term)
 ),
 
+allowed as (
+    select docid
+    from fts_main_docs.docs
+    where name in (select unnest($ids::VARCHAR[]))
+),
+
 scored as (
     select postings.docid, sum(postings.part) as score
     from postings
     semi join asked using (termid)
+    where $ids is null or postings.docid in (select docid from allowed)
     group by postings.docid
+),
+
+cutoff as (
+    select min(score) as least
+    from (select score from scored order by score desc limit $k)
 ),
 
 final as (
     select docs.name as paper_id, scored.score
     from scored
     join fts_main_docs.docs as docs using (docid)
-    where $ids is null or docs.name in (select unnest($ids::VARCHAR[]))
+    where scored.score >= (select least from cutoff)
     order by scored.score desc, paper_id
     limit $k
 )
