@@ -27,6 +27,10 @@ def current_version(con: duckdb.DuckDBPyConnection) -> int:
     return con.execute(f"select * from {LAKE}.current_snapshot()").fetchone()[0]
 
 
+# What DuckDB may hold while it builds the full-text index (it spills the rest to disk):
+# without a limit the build of a large version holds several times what the explorer
+# holds afterwards (docs/scale.md).
+BUILD_MEMORY = "1GB"
 ATTACHED = itertools.count(1)  # a fresh name for each attach of a keyword index file
 # Named in the file's name: an index of another layout (an older paperlake's) is not read.
 LAYOUT = "postings"
@@ -60,6 +64,7 @@ def build_keyword_index(con: duckdb.DuckDBPyConnection, path: Path) -> Path:
         con.execute(f"detach {building}")
     index = connect(str(tmp))
     try:
+        index.execute(f"set memory_limit = '{BUILD_MEMORY}'")
         index.execute(
             "pragma create_fts_index('docs', 'paper_id', 'text', stemmer = 'porter', "
             "stopwords = 'english', overwrite = 1)"
