@@ -3,6 +3,9 @@ what each hit carries (links, topic, scores) and when no hit is a good match."""
 
 from __future__ import annotations
 
+import contextlib
+import logging
+import os
 import re
 
 import duckdb
@@ -296,3 +299,48 @@ def test_topic_filter_by_id_or_label_words(sample_run):
         assert read.search_papers(con, "decoding", settings, topic="no such topic").height == 0
         keyword = read.search_papers(con, "decoding", settings, mode="keyword", topic=1)
         assert set(keyword["topic_id"]) <= {1} and keyword["score"].null_count() == keyword.height
+
+
+def test_search_files_of_versions_looked_at_long_ago_are_dropped(tmp_path):
+    """The keyword index and vectors of the versions written last are kept, older ones and
+    files of an older layout dropped, and nothing else in the folder is touched."""
+    layout = search_index.LAYOUT
+    for version in range(1, 7):
+        index = tmp_path / f"v{version}-{layout}.duckdb"
+        index.write_text("index")
+        folder = tmp_path / f"v{version}-vectors"
+        folder.mkdir()
+        (folder / "vectors.npy").write_text("rows")
+        for path in (index, folder):
+            os.utime(path, (1_000 + version, 1_000 + version))
+    (tmp_path / "v2.duckdb").write_text("an index of the layout before")
+    (tmp_path / "notes.txt").write_text("not a search file")
+    search_index.prune(tmp_path, keep=4)
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(
+        ["notes.txt"]
+        + [f"v{v}-{layout}.duckdb" for v in range(3, 7)]
+        + [f"v{v}-vectors" for v in range(3, 7)]
+    )
+    assert (tmp_path / "v6-vectors" / "vectors.npy").read_text() == "rows"
+
+
+def test_a_damaged_keyword_index_is_built_again(sample_run, caplog):
+    """An index file that is not a database, or that lost cards, is built again with one
+    warning, and searches as before."""
+    settings = sample_run.settings
+    with open_lake(settings) as con:
+        path = search_index.keyword_index(con, settings)
+        with contextlib.closing(duckdb.connect(str(path))) as index:
+            index.execute(
+                "delete from cards where paper_id in (select paper_id from cards limit 3)"
+            )
+        with caplog.at_level(logging.WARNING):
+            assert search_index.keyword_index(con, settings) == path
+        assert "35 cards where the version holds 38 papers" in caplog.text
+        path.write_bytes(b"not a database")
+        caplog.clear()
+        with caplog.at_level(logging.WARNING):
+            search_index.keyword_index(con, settings)
+        assert "built again" in caplog.text
+        hits = read.search_papers(con, "SparseD sparse attention", settings, k=1, mode="keyword")
+        assert "SparseD" in hits["abstract"][0]

@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import itertools
 import os
+import re
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -32,6 +33,8 @@ def current_version(con: duckdb.DuckDBPyConnection) -> int:
 # holds afterwards (docs/scale.md).
 BUILD_MEMORY = "1GB"
 ATTACHED = itertools.count(1)  # a fresh name for each attach of a keyword index file
+TABLES = ("docs", "postings", "cards")  # what a keyword index file holds beside the FTS index
+KEEP_VERSIONS = 4  # versions whose search files are kept (`prune`)
 # Named in the file's name: an index of another layout (an older paperlake's) is not read.
 LAYOUT = "postings"
 
@@ -80,24 +83,48 @@ def build_keyword_index(con: duckdb.DuckDBPyConnection, path: Path) -> Path:
 
 def keyword_index(con: duckdb.DuckDBPyConnection, settings: Settings) -> Path:
     """The keyword index file of the attached version, built on first use, and built again
-    (with a warning) where the file cannot be opened or holds another count of papers."""
+    (with a warning) where the file cannot be opened or holds another count of papers or
+    cards. Building one drops the search files of versions looked at long ago (`prune`)."""
     path = index_path(settings, current_version(con))
     if not path.exists():
-        return build_keyword_index(con, path)
+        built = build_keyword_index(con, path)
+        prune(path.parent)
+        return built
     papers = con.execute("select count(*) from papers").fetchone()[0]
     try:
         with contextlib.closing(duckdb.connect(str(path), read_only=True)) as index:
-            indexed = index.execute("select count(*) from docs").fetchone()[0]
-            for table in ("postings", "cards"):
-                index.execute(f"select count(*) from {table}").fetchone()
+            counts = {t: index.execute(f"select count(*) from {t}").fetchone()[0] for t in TABLES}
     except duckdb.Error as exc:
         reason = " ".join(str(exc).split())
     else:
-        if indexed == papers:
+        if counts["docs"] == counts["cards"] == papers:
             return path
-        reason = f"{indexed} papers indexed where the version holds {papers}"
+        reason = f"{counts['docs']} papers indexed where the version holds {papers}"
+        if counts["docs"] == papers:
+            reason = f"{counts['cards']} cards where the version holds {papers} papers"
     cache.warn(cache.Damaged(path, reason), "built again")
     return build_keyword_index(con, path)
+
+
+def prune(folder: Path, keep: int = KEEP_VERSIONS) -> None:
+    """Drop the search files (keyword index, vectors) of all but the `keep` versions whose
+    files were written last, and files of an older layout: they are made again when a
+    version is searched again. A process still reading a dropped file reads on (the
+    system keeps a file open or mapped until it is let go)."""
+    for kind in (f"-{LAYOUT}.duckdb", "-vectors"):
+        written = [p for p in folder.glob(f"v*{kind}") if re.fullmatch(rf"v\d+{kind}", p.name)]
+        for old in sorted(written, key=modified, reverse=True)[keep:]:
+            cache.drop(old)
+    for old in folder.glob("v*.duckdb"):
+        if re.fullmatch(r"v\d+\.duckdb", old.name):
+            cache.drop(old)
+
+
+def modified(path: Path) -> float:
+    try:
+        return path.stat().st_mtime
+    except FileNotFoundError:  # dropped by another process meanwhile
+        return 0.0
 
 
 @contextlib.contextmanager
