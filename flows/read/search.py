@@ -107,7 +107,7 @@ class Corpus:
             if held:
                 # Hits' cards are found through the index on their ids (kept_cards.sql) where
                 # DuckDB hands the ids to the scan as a filter: by default for up to 50 ids, so
-                # a search of 100 hits read every card (0.25 s at 300,000 papers, not 11 ms).
+                # a search of 100 hits read every card.
                 self.keyword.execute(f"set dynamic_or_filter_threshold = {CARDS_ASKED}")
                 # Read now: `con` may be gone when they are used.
                 _ = self.model, self.recorded_model, self.vectors, self.facets

@@ -3,9 +3,9 @@ or, for a long-lived process (the explorer), from a folder beside the keyword in
 (`VectorFile`): the float32 rows memory-mapped from disk, and 8-bit codes of them in memory
 that screen each query, the best of them scored again exactly from the mapped rows.
 
-At a million papers of 384 dimensions the rows are 1.5 GB and one exact pass over them
-takes about 0.15 s on two cores; the codes are 0.4 GB and a pass over them about a third of
-that (bench/explore_latency.py).
+At a million papers of 384 dimensions the rows are 1.5 GB and the codes 0.4 GB: a pass
+over the codes reads a quarter of the bytes of an exact pass (bench/explore_latency.py
+times a search).
 """
 
 from __future__ import annotations
@@ -62,8 +62,10 @@ class MatrixVectors:
 
     def found(self, ids: list[str]) -> pl.DataFrame:
         """The embedded papers of `ids` in their order, with their rows."""
-        asked = pl.DataFrame({"paper_id": pl.Series(ids, dtype=pl.String)})
-        return asked.join(self.positions, on="paper_id", how="inner", maintain_order="left")
+        asked = pl.Series("paper_id", ids, dtype=pl.String)
+        # Filtered first: a join alone would hash every paper's id, for a page of hits.
+        rows = self.positions.filter(pl.col("paper_id").is_in(asked.implode()))
+        return asked.to_frame().join(rows, on="paper_id", how="inner", maintain_order="left")
 
     def rows_of(self, ids: list[str]) -> np.ndarray:
         return self.found(ids)["row"].to_numpy()

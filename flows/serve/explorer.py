@@ -220,6 +220,8 @@ class Explorer:
         """`frame` with each paper named for a person: `title` (its title, else its
         abstract's first words), `untitled`, and its authors' `author_keys`."""
         names = self.hold(version).names
+        # Filtered first: a join alone would hash every paper's id, for a page of hits.
+        names = names.filter(pl.col("paper_id").is_in(frame["paper_id"].implode()))
         return frame.drop("title", "untitled", "author_keys", strict=False).join(
             names, on="paper_id", how="left", maintain_order="left"
         )
