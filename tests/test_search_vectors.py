@@ -95,3 +95,14 @@ def test_a_version_without_vectors_writes_no_file(tmp_path):
     con.execute("create table embeddings (paper_id varchar, embedding float[4])")
     kept = held_vectors(con, tmp_path / "v1-vectors")
     assert len(kept) == 0 and not (tmp_path / "v1-vectors").exists()
+
+
+def test_a_folder_written_meanwhile_by_another_process_is_kept(tmp_path):
+    con, ids, matrix = embeddings_con(300)
+    folder = tmp_path / "v1-vectors"
+    assert read_vectors.write_vector_file(con, folder) == 300
+    record = (folder / "record.json").read_text()
+    assert read_vectors.write_vector_file(con, folder) == 300  # as a second explorer would
+    assert (folder / "record.json").read_text() == record
+    assert [p.name for p in tmp_path.iterdir()] == ["v1-vectors"]  # no temporary left
+    assert np.array_equal(np.asarray(VectorFile(folder).matrix), matrix)

@@ -168,7 +168,12 @@ def write_vector_file(con: duckdb.DuckDBPyConnection, folder: Path) -> int:
     cache.write_parquet(tmp / "ids.parquet", pl.concat(ids).rename("paper_id").to_frame())
     record = {name: cache.file_sha256(tmp / name) for name in ("vectors.npy", "codes.faiss")}
     cache.write_record(tmp / "record.json", record | {"rows": count})
-    os.replace(tmp, folder)
+    try:
+        os.replace(tmp, folder)
+    except OSError:
+        if not folder.is_dir():
+            raise
+        shutil.rmtree(tmp)  # another process wrote the same version's folder meanwhile
     return count
 
 
