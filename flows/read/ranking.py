@@ -67,7 +67,7 @@ def filtered(
         return None
     keep = pl.lit(True)
     if venue is not None:
-        keep &= pl.col("venue").str.to_lowercase() == venue.lower()
+        keep &= pl.col("venue").cast(pl.String).str.to_lowercase() == venue.lower()
     if year is not None:
         keep &= pl.col("year") == year
     if topic is not None:
@@ -79,8 +79,8 @@ def of_topic(topic: int | str, label: str = "topic") -> pl.Expr:
     """Rows of a topic given as its id or as words found in its label (case ignored), of a
     frame with topic_id and the label in column `label`."""
     words = str(topic).strip(" ")
-    return (pl.col("topic_id").cast(pl.String) == words) | pl.col(
-        label
+    return (pl.col("topic_id").cast(pl.String) == words) | pl.col(label).cast(
+        pl.String
     ).str.to_lowercase().str.contains(words.lower(), literal=True)
 
 

@@ -36,6 +36,7 @@ from flows.read.vectors import MatrixVectors, held_vectors
 MODES = ("hybrid", "dense", "keyword")
 CANDIDATES = 100  # hits each retriever hands to the fusion
 CARDS_ASKED = 1_000  # the most cards a held corpus is asked for at once
+HELD_MEMORY = "512MB"  # what DuckDB may hold of a held corpus's keyword index and cards
 
 
 def version_model(con: duckdb.DuckDBPyConnection) -> str:
@@ -109,6 +110,9 @@ class Corpus:
                 # DuckDB hands the ids to the scan as a filter: by default for up to 50 ids, so
                 # a search of 100 hits read every card.
                 self.keyword.execute(f"set dynamic_or_filter_threshold = {CARDS_ASKED}")
+                # DuckDB keeps the blocks it read of the index file up to its memory limit
+                # (most of the machine's by default): a long-lived process bounds it.
+                self.keyword.execute(f"set memory_limit = '{HELD_MEMORY}'")
                 # Read now: `con` may be gone when they are used.
                 _ = self.model, self.recorded_model, self.vectors, self.facets
                 self.con = None
@@ -153,7 +157,10 @@ class Corpus:
 
     @functools.cached_property
     def facets(self) -> pl.DataFrame:
-        return self.lake().execute(read_sql("search/facets")).pl()
+        """Each paper's venue, year and topic, which filters read; the venue and the topic's
+        label as categories (a label is the same text for every paper of its topic)."""
+        facets = self.lake().execute(read_sql("search/facets")).pl()
+        return facets.with_columns(pl.col("venue", "topic").cast(pl.Categorical))
 
     def cards(self, ids: list[str]) -> pl.DataFrame:
         if self.held:

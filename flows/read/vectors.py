@@ -32,12 +32,10 @@ REDO = "the version's vectors are read again"
 class MatrixVectors:
     """The embedded papers' ids and their vectors as one float32 matrix in memory."""
 
-    def __init__(self, ids: list[str], matrix: np.ndarray) -> None:
-        self.ids = ids
+    def __init__(self, ids: list[str] | pl.Series, matrix: np.ndarray) -> None:
+        self.ids = pl.Series("paper_id", ids, dtype=pl.String)  # not a list: a few bytes an id
         self.matrix = matrix
-        self.positions = (
-            pl.Series("paper_id", ids, dtype=pl.String).to_frame().with_row_index("row")
-        )
+        self.positions = self.ids.to_frame().with_row_index("row")
 
     def __len__(self) -> int:
         return len(self.ids)
@@ -49,7 +47,7 @@ class MatrixVectors:
     @classmethod
     def of(cls, con: duckdb.DuckDBPyConnection) -> MatrixVectors:
         frame = con.execute(read_sql("search/vectors"), {"ids": None}).pl()
-        return cls(frame["paper_id"].to_list(), as_matrix(frame["embedding"]))
+        return cls(frame["paper_id"], as_matrix(frame["embedding"]))
 
     def ranking(
         self, query: np.ndarray, k: int, rows: np.ndarray | None = None
@@ -58,7 +56,7 @@ class MatrixVectors:
         close = cosines(self.matrix, self.lengths, query)
         if rows is None:
             return best(close, self.ids, k)
-        return best(close[rows], [self.ids[row] for row in rows], k)
+        return best(close[rows], self.ids.gather(rows).to_list(), k)
 
     def found(self, ids: list[str]) -> pl.DataFrame:
         """The embedded papers of `ids` in their order, with their rows."""
@@ -112,7 +110,7 @@ class VectorFile(MatrixVectors):
             raise cache.Damaged(folder, f"unreadable: {exc}") from None
         if not ids.height == len(matrix) == self.codes.ntotal == record["rows"]:
             raise cache.Damaged(folder, "its files hold different counts of papers")
-        super().__init__(ids["paper_id"].to_list(), matrix)
+        super().__init__(ids["paper_id"], matrix)
 
     def ranking(
         self, query: np.ndarray, k: int, rows: np.ndarray | None = None
@@ -130,7 +128,7 @@ class VectorFile(MatrixVectors):
             _, found = self.codes.search(asked, min(screen, len(self)), params=params)
             candidates = found[0][found[0] >= 0]
         close = self.exact(candidates, query)
-        return best(close, [self.ids[row] for row in candidates], k)
+        return best(close, self.ids.gather(candidates).to_list(), k)
 
 
 def write_vector_file(con: duckdb.DuckDBPyConnection, folder: Path) -> int:
