@@ -1,7 +1,8 @@
 """The explorer: a local web app over published versions (`paperlake explore`).
 
 One process serves many requests: the DuckDB connections (one per version looked at) and the
-query encoder stay warm, and what search reads of each version looked at is held in memory.
+query encoder stay warm, and what search reads of each version looked at is kept open
+(explorer_held.py).
 With the DuckDB-file catalog the connections read a copy of it (flows/read/catalog_copy.py),
 so runs publish while the explorer serves, and the next request reads what they published.
 The page (templates/explore/, static/explore/) is one HTML shell whose scripts draw search,
@@ -15,7 +16,6 @@ import functools
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any, TypeVar
 
 import duckdb
@@ -29,7 +29,8 @@ from flows.core.lake import (
     read_sql,
 )
 from flows.core.settings import Settings
-from flows.read import MODES, Corpus, no_good_match, reader_of, similar_papers
+from flows.read import MODES, no_good_match, reader_of, similar_papers
+from flows.serve.explorer_held import Held
 from flows.serve.explorer_map import MapOrder
 from flows.serve.explorer_pages import (
     SEARCH_SORTS,
@@ -82,15 +83,6 @@ def answered(method: Callable[..., T]) -> Callable[..., T]:
             return method(self, *args, **kwargs)
 
     return answer
-
-
-@dataclass(frozen=True)
-class Held:
-    """What the explorer keeps in memory of a version it was asked about: what search reads
-    (flows/read/search.py's Corpus) and each paper's name (sql/explore/names.sql)."""
-
-    corpus: Corpus
-    names: pl.DataFrame
 
 
 class Explorer:
@@ -194,16 +186,14 @@ class Explorer:
         self.hold(None).corpus.search("warm up", k=1)
 
     def hold(self, version: int | None) -> Held:
-        """What search reads of `version` (default: the one the app shows), read into
-        memory on first use; the version looked at longest ago goes past OPEN_VERSIONS."""
+        """What the explorer keeps of `version` (default: the one the app shows), read on
+        first use; the version looked at longest ago goes past OPEN_VERSIONS."""
         version = self.resolved(version)
         if version not in self.held:
-            con = self.lake(version)
-            corpus = Corpus(con, self.settings, held=True)
-            names = con.execute(read_sql("explore/names"), {"ids": None}).pl()
+            held = Held.read(self.lake(version), self.settings)
             if len(self.held) >= OPEN_VERSIONS:
                 self.held.pop(next(iter(self.held))).corpus.close()
-            self.held[version] = Held(corpus, names)
+            self.held[version] = held
         self.held[version] = self.held.pop(version)  # most recently used last
         return self.held[version]
 
@@ -217,14 +207,8 @@ class Explorer:
         return {"versions": rows, "default": self.default_version}
 
     def named(self, version: int | None, frame: pl.DataFrame) -> pl.DataFrame:
-        """`frame` with each paper named for a person: `title` (its title, else its
-        abstract's first words), `untitled`, and its authors' `author_keys`."""
-        names = self.hold(version).names
-        # Filtered first: a join alone would hash every paper's id, for a page of hits.
-        names = names.filter(pl.col("paper_id").is_in(frame["paper_id"].implode()))
-        return frame.drop("title", "untitled", "author_keys", strict=False).join(
-            names, on="paper_id", how="left", maintain_order="left"
-        )
+        """`frame` with each paper named for a person (`Held.named`)."""
+        return self.hold(version).named(frame)
 
     def listed(
         self, version: int | None, ranked: pl.DataFrame, keep: tuple[str, ...] = ()
