@@ -1,8 +1,10 @@
-"""Recall@10 of the kept IVF index (flows/derive/ann.py) against exact search, for a first
+"""Recall@10 of the kept HNSW graph (flows/derive/kept_graph.py, `--index graph`, auto's) or
+the kept IVF index (flows/derive/ann.py, `--index ivf`) against exact search, for a first
 run and for a +1% run that updates it.
 
-A first run of N papers trains an index; the next run removes 1% of them, adds 1% new
-ones and updates the kept index (its centroids kept, the papers that came filed). For a
+A first run of N papers makes an index; the next run removes 1% of them, adds 1% new
+ones and updates the kept index (the graph: the papers that came inserted, those gone left
+out of its searches; IVF: its centroids kept, the papers that came filed). For a
 seeded sample of papers (and every paper added) the 10 nearest the index finds are
 compared with their exact 10 nearest (one matrix product): recall@10 of the first run's
 index, of the updated one, and of an index trained afresh for the second run's papers at
@@ -33,7 +35,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
-from flows.derive import ann, neighbour_lists, neighbours  # noqa: E402
+from flows.derive import ann, kept_graph, neighbour_lists, neighbours  # noqa: E402
 
 K, WIDTH, THRESHOLD = 10, 32, 0.95  # paperlake's defaults: neighbors_k, list width, pairs
 
@@ -83,8 +85,34 @@ def searched(index, ids: list[str], matrix: np.ndarray, rows: np.ndarray) -> pl.
     return neighbours.id_frame(ids, *neighbours.index_rows(index, matrix, rows, WIDTH, THRESHOLD))
 
 
+class Kind:
+    """How a kind of kept index is made, updated and made afresh (ivf or graph)."""
+
+    def __init__(self, name: str):
+        self.name = name
+        self.label = "graph" if name == "graph" else "IVF index"
+
+    def first(self, ids: list[str], matrix: np.ndarray):
+        """(what is kept, the index to search, how it is named)."""
+        if self.name == "ivf":
+            kept = ann.train(ids, matrix)
+            return kept, ann.searchable(kept, ids, matrix), f"{len(kept.centroids)} lists"
+        graph = kept_graph.built(ids, matrix)
+        return graph, graph.graph, f"HNSW graph, search breadth {ann.HNSW_SEARCH_BREADTH}"
+
+    def updated(self, kept, ids: list[str], matrix: np.ndarray):
+        if self.name == "ivf":
+            return ann.searchable(ann.updated(kept, ids, matrix)[0], ids, matrix)
+        return kept_graph.searchable(kept_graph.placed(kept, ids, matrix)[0])
+
+    def fresh(self, ids: list[str], matrix: np.ndarray):
+        if self.name == "ivf":
+            return ann.fresh_index(ids, matrix)
+        return kept_graph.built(ids, matrix).graph
+
+
 def measure(
-    vectors: np.ndarray, n: int, sample: int, seed: int, lists: bool
+    vectors: np.ndarray, n: int, sample: int, seed: int, lists: bool, kind: Kind
 ) -> list[tuple[str, float, float]]:
     """(step, recall@10, seconds) of a first run of `n` papers and a +1% run: the index's
     search for the sampled papers, or with `lists` every list searched and then updated."""
@@ -96,19 +124,16 @@ def measure(
     old, new = vectors[:n], vectors[[int(p[1:]) for p in now]]
     rows = np.sort(rng.choice(n, sample, replace=False))
     start = time.perf_counter()
-    kept = ann.train(before, old)
-    index = ann.searchable(kept, before, old)
+    kept, index, named = kind.first(before, old)
     first = searched(index, before, old, np.arange(n) if lists else rows)
     seconds = time.perf_counter() - start
     truth = exact_top(old, rows)
-    step = f"first run, {n:,} papers, {len(kept.centroids)} lists"
-    out = [(step, recall(first, before, truth), seconds)]
+    out = [(f"first run, {n:,} papers, {named}", recall(first, before, truth), seconds)]
     is_new = np.flatnonzero(~np.isin(now, before))
     rows = np.union1d(is_new, rng.choice(len(now), sample, replace=False))
     truth, added = exact_top(new, rows), exact_top(new, is_new)
     start = time.perf_counter()
-    updated, _, _ = ann.updated(kept, now, new)
-    index = ann.searchable(updated, now, new)
+    index = kind.updated(kept, now, new)
     if lists:
         previous = neighbours.trim_lists(first, K, THRESHOLD)
         found = neighbour_lists.update_candidates(
@@ -117,15 +142,14 @@ def measure(
     else:
         found = searched(index, now, new, rows)
     seconds = time.perf_counter() - start
-    step = f"+1% run ({len(is_new):,} added, {len(gone):,} removed), the kept index updated"
+    step = f"+1% run ({len(is_new):,} added, {len(gone):,} removed), the kept {kind.label} updated"
     out += [(step, recall(found, now, truth), seconds),
             ("  of which the papers added", recall(found, now, added), 0.0)]  # fmt: skip
     start = time.perf_counter()
-    fresh = searched(ann.fresh_index(now, new), now, new, rows)
+    fresh = searched(kind.fresh(now, new), now, new, rows)
     seconds = time.perf_counter() - start
-    out.append(
-        ("an index trained afresh for the +1% run's papers", recall(fresh, now, truth), seconds)
-    )
+    out.append((f"the {kind.label} made afresh for the +1% run's papers", recall(fresh, now, truth),
+                seconds))  # fmt: skip
     return out
 
 
@@ -140,6 +164,10 @@ def main() -> None:
     parser.add_argument("--n", type=int, default=100_000)
     parser.add_argument("--sample", type=int, default=2000, help="papers compared with exact")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument(
+        "--index", choices=["graph", "ivf"], default="graph",
+        help="the kept HNSW graph (auto's) or the kept IVF index",
+    )  # fmt: skip
     parser.add_argument(
         "--lists", action="store_true", help="search every paper's list, then update them"
     )
@@ -159,7 +187,8 @@ def main() -> None:
     print(
         f"{len(vectors):,} vectors of {vectors.shape[1]} dimensions; lists probed: {ann.IVF_PROBES}"
     )
-    for step, value, seconds in measure(vectors, args.n, args.sample, args.seed, args.lists):
+    kind = Kind(args.index)
+    for step, value, seconds in measure(vectors, args.n, args.sample, args.seed, args.lists, kind):
         print(f"{step:<72} recall@10 {value:.4f}  {seconds:7.1f} s")
 
 

@@ -121,9 +121,9 @@ def test_a_crowd_of_copies_keeps_each_papers_closest_pairs_and_one_group(monkeyp
     assert set(groups["group_id"]) == {"p00"} and set(groups["group_size"]) == {9}
 
 
-def test_auto_method_switches_to_the_ivf_index_above_the_exact_limit():
+def test_auto_method_switches_to_the_kept_graph_above_the_exact_limit():
     assert neighbours.neighbor_method("auto", 20_000, 20_000) == "exact"
-    assert neighbours.neighbor_method("auto", 20_001, 20_000) == "ivf"
+    assert neighbours.neighbor_method("auto", 20_001, 20_000) == "hnsw"
     assert neighbours.neighbor_method("exact", 10**6, 20_000) == "exact"
     assert neighbours.neighbor_method("hnsw", 10, 20_000) == "hnsw"
     with pytest.raises(ValueError, match="neighbour method must be one of auto, exact, hnsw, ivf"):

@@ -89,7 +89,7 @@ def test_lists_updated_through_the_index_recall_the_exact_neighbours():
 
 
 def store_and_settings(tmp_path) -> tuple[ann.IndexStore, Settings]:
-    settings = Settings(warehouse=tmp_path, exact_neighbors_max=100)
+    settings = Settings(warehouse=tmp_path, exact_neighbors_max=100, neighbors_method="ivf")
     return ann.IndexStore(settings.cache_path / "neighbors", "model:weights:fp32"), settings
 
 
@@ -141,9 +141,11 @@ def test_an_index_of_another_dimension_or_model_is_not_used(tmp_path, caplog):
 
 
 def test_below_the_exact_limit_no_index_is_kept(tmp_path):
-    """Exact search keeps no index, and drops one a larger warehouse left."""
+    """Exact search (auto, below the limit) keeps no index, and drops one a larger
+    warehouse left."""
     store, settings = store_and_settings(tmp_path)
     store.save(ann.train(BEFORE, matrix(BEFORE)), trained=True)
     few = EVERY[:50]
-    neighbour_lists.search_lists(few, matrix(few), settings, "model:weights:fp32")
+    auto = settings.model_copy(update={"neighbors_method": "auto"})
+    neighbour_lists.search_lists(few, matrix(few), auto, "model:weights:fp32")
     assert not store.papers_path.exists() and not store.centroids_path.exists()

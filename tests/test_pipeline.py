@@ -337,7 +337,7 @@ def test_a_run_on_hostile_exports_and_the_sample_publishes_and_accounts_for_ever
 def test_above_the_exact_limit_the_kept_index_and_lists_are_updated_not_searched_again(
     prefect_server, raw_copy, tmp_path, caplog
 ):
-    """With the sample above `exact_neighbors_max`, version 1 trains an IVF index and keeps
+    """With the sample above `exact_neighbors_max`, version 1 builds an HNSW graph and keeps
     it with its lists; version 2 updates both for the file it adds: every published
     neighbour is a paper, recall@10 against an exact search is at least 0.95, and the
     papers it adds get their exact nearest."""
@@ -352,14 +352,14 @@ def test_above_the_exact_limit_the_kept_index_and_lists_are_updated_not_searched
     paperlake(raw=[str(raw_copy)], **run)
     folder = warehouse / "cache" / "neighbors"
     (first,) = folder.glob("lists-*.parquet")
-    assert len(list(folder.glob("index-*.parquet"))) == 2  # its lists, its centroids
+    assert len(list(folder.glob("graph-*.faiss"))) == len(list(folder.glob("graph-*.parquet"))) == 1
     with open_lake(Settings(warehouse=warehouse)) as con:
         before = {r[0] for r in con.execute("select paper_id from papers").fetchall()}
     add_new_dump(raw_copy)
     with caplog.at_level("INFO"):
         summary = paperlake(raw=[str(raw_copy)], **run)
     assert summary.version == 2
-    assert "the kept index updated (5 papers added, 0 removed)" in caplog.text
+    assert "the kept graph updated (5 papers added, 0 gone)" in caplog.text
     assert "the last run's lists updated (5 papers new, 0 gone)" in caplog.text
     assert list(folder.glob("lists-*.parquet")) == [first]  # the index's lists, kept
     with open_lake(Settings(warehouse=warehouse)) as con:

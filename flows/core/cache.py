@@ -60,8 +60,13 @@ def write_parquet(path: Path, frame: pl.DataFrame, whole: bool = True) -> None:
         )
     else:
         write_atomically(path, frame.write_parquet)
-    seal = {"sha256": file_sha256(path), "bytes": path.stat().st_size, "rows": frame.height}
-    text = json.dumps(seal)
+    seal(path, frame.height)
+
+
+def seal(path: Path, rows: int) -> None:
+    """Seal a file written whole: its sha256, size and `rows`, checked by `verify`."""
+    record = {"sha256": file_sha256(path), "bytes": path.stat().st_size, "rows": rows}
+    text = json.dumps(record)
     write_atomically(seal_path(path), lambda tmp: tmp.write_text(text))
 
 
@@ -90,9 +95,7 @@ def write_parquet_batches(path: Path, frames: Iterable[pl.DataFrame]) -> int:
             raise ValueError(f"{path}: no rows to write")
 
     write_atomically(path, write)
-    seal = {"sha256": file_sha256(path), "bytes": path.stat().st_size, "rows": rows}
-    text = json.dumps(seal)
-    write_atomically(seal_path(path), lambda tmp: tmp.write_text(text))
+    seal(path, rows)
     return rows
 
 
@@ -103,9 +106,7 @@ def sink_parquet(path: Path, frame: pl.LazyFrame) -> int:
 
     write_atomically(path, frame.sink_parquet)
     rows = pq.ParquetFile(path).metadata.num_rows
-    seal = {"sha256": file_sha256(path), "bytes": path.stat().st_size, "rows": rows}
-    text = json.dumps(seal)
-    write_atomically(seal_path(path), lambda tmp: tmp.write_text(text))
+    seal(path, rows)
     return rows
 
 

@@ -225,8 +225,8 @@ class Settings(BaseSettings):
     neighbors_method: NeighborMethod = Field(
         "auto",
         description="Neighbour search; auto: exact up to exact_neighbors_max papers, above it an "
-        "IVF index kept in the cache per model and updated by each run (ivf); hnsw: a graph "
-        "built for each search.",
+        "HNSW graph kept in the cache per model and updated by each run (hnsw); ivf: an IVF "
+        "index kept and updated so.",
     )
     exact_neighbors_max: int = Field(
         20_000, description="Most papers for which auto searches neighbours exactly."

@@ -17,7 +17,7 @@ from flows.core.run_record import run_logger
 
 HNSW_LINKS = 32  # graph degree: recall 0.998 at 10,000 bench abstracts (make bench-scaling)
 HNSW_BUILD_BREADTH = 40
-HNSW_SEARCH_BREADTH = 64
+HNSW_SEARCH_BREADTH = 128
 
 # IVF: k-means lists of papers; a search scans the papers of the lists nearest the query.
 # Lists = IVF_LISTS_PER_ROOT x sqrt(papers), and IVF_PROBES of them scanned a query: the

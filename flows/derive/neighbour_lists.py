@@ -15,6 +15,7 @@ from flows.core.cluster import cluster_workers, fan_out
 from flows.core.run_record import run_logger
 from flows.core.settings import Settings
 from flows.derive.ann import IndexStore, kept_index
+from flows.derive.kept_graph import GraphStore, kept_graph
 from flows.derive.neighbours import (
     BEST_FIRST,
     CANDIDATE_SCHEMA,
@@ -243,11 +244,11 @@ def search_lists(
     search, on the cluster's workers where there is one.
 
     Exact mode updates only exact lists (the result equals a new exact search). Above
-    `exact_neighbors_max` (auto) an IVF index of the papers is kept per model beside the
-    lists (`ann.kept_index`) and updated for the papers added and removed; the lists it
-    left (or exact ones from a smaller warehouse) are updated through it: only new papers
-    and papers that lost a neighbour are searched, so a run costs what changed. The hnsw
-    method builds a graph for a search and updates its lists exactly.
+    `exact_neighbors_max` (auto) an HNSW graph of the papers is kept per model beside the
+    lists (`kept_graph`; the ivf method keeps an IVF index, `ann.kept_index`) and updated
+    for the papers added and removed; the lists it left (or exact ones from a smaller
+    warehouse) are updated through it: only new papers and papers that lost a neighbour
+    are searched, so a run costs what changed.
 
     Args:
         model_key: names the vectors (model, weights, precision): only lists and indexes
@@ -263,10 +264,7 @@ def search_lists(
     exact = method == "exact"
     lists, other = (exact_lists, graph_lists) if exact else (graph_lists, exact_lists)
     previous = lists.load() or (None if exact else exact_lists.load())
-    store = IndexStore(folder, model_key)
-    index = kept_index(store, ids, vectors) if method == "ivf" and ids else None
-    if index is None:
-        store.drop()  # no stale index: one is kept only while it is updated
+    index = kept_search_index(folder, model_key, method, ids, vectors)
     if previous:
         found = update_candidates(ids, vectors, width, *previous, *kept, index=index)
         came, left = set(ids).difference(previous[1]), set(previous[1]).difference(ids)
@@ -279,6 +277,18 @@ def search_lists(
     lists.save(ids, found)
     cache.drop(other.path)  # one kind of list at a time: no stale ones
     return found
+
+
+def kept_search_index(folder: Path, model_key: str, method: str, ids: list[str], vectors):
+    """The index kept per model for `method` (hnsw: `kept_graph`, ivf: `ann.kept_index`),
+    updated for `ids`; None for exact search. The other kind's files are dropped: an index
+    is kept only while runs update it."""
+    stores = {"hnsw": GraphStore(folder, model_key), "ivf": IndexStore(folder, model_key)}
+    for other in set(stores).difference([method] if ids else []):
+        stores[other].drop()
+    if method == "hnsw" and ids:
+        return kept_graph(stores["hnsw"], ids, vectors)
+    return kept_index(stores["ivf"], ids, vectors) if method == "ivf" and ids else None
 
 
 def search_all(

@@ -46,11 +46,11 @@ PAIR_CAP = 32
 
 def neighbor_method(method: str, n: int, exact_max: int) -> str:
     """exact, hnsw or ivf: `auto` takes exact up to `exact_max` papers, where it is also
-    faster, and above it the IVF index that later runs update (`ann.kept_index`)."""
+    faster, and above it the HNSW graph that later runs update (flows/derive/kept_graph.py)."""
     if method not in NEIGHBOR_METHODS:
         raise ValueError(f"neighbour method must be one of {', '.join(NEIGHBOR_METHODS)}")
     if method == "auto":
-        return "exact" if n <= exact_max else "ivf"
+        return "exact" if n <= exact_max else "hnsw"
     return method
 
 
