@@ -70,7 +70,6 @@ def test_search_lists_keep_the_graph_and_insert_only_the_papers_that_came(tmp_pa
     said = [r.getMessage() for r in caplog.records]
     assert "neighbours: a new graph of 2600 papers" in said
     assert "neighbours: the kept graph updated (400 papers added, 200 gone)" in said
-    assert kept_graph.built(BEFORE, matrix(BEFORE)).graph.ntotal == 2600
     again = tmp_path / "again.faiss"
     faiss.write_index(kept_graph.built(BEFORE, matrix(BEFORE)).graph, str(again))
     assert again.read_bytes() == first  # one thread: the same papers, the same graph
@@ -127,3 +126,65 @@ def test_a_graph_whose_papers_are_mostly_gone_is_built_again(tmp_path, caplog):
     assert "neighbours: 1100 of the kept graph's 2600 papers are gone" in caplog.text
     assert "neighbours: a new graph of 1500 papers" in caplog.text
     assert graph.ntotal == 1500 and store.load(DIM).slots.to_list() == now
+
+
+def test_the_same_update_of_the_same_graph_makes_the_same_graph(tmp_path):
+    """Inserts run on one thread in the order of the run's papers: two runs that update
+    one graph for the same papers keep the same bytes (so publish the same neighbours)."""
+    made = []
+    faiss.omp_set_num_threads(2)
+    for _ in range(2):
+        kept, _, _ = kept_graph.placed(kept_graph.built(BEFORE, matrix(BEFORE)), NOW, matrix(NOW))
+        path = tmp_path / f"graph-{len(made)}.faiss"
+        faiss.write_index(kept.graph, str(path))
+        made.append(path.read_bytes())
+    assert made[0] == made[1]
+    assert faiss.omp_get_max_threads() == 2  # the threads FAISS had before, given back
+
+
+def test_an_updated_graph_goes_to_a_clusters_workers_with_its_rows(tmp_path):
+    """A graph whose slots are not the run's rows (updated: new papers at its end, papers
+    gone in it) is written with each slot's row for the workers (`nearest_in_pieces`);
+    their lists equal the lists searched here through the same graph."""
+    kept, _, _ = kept_graph.placed(kept_graph.built(BEFORE, matrix(BEFORE)), NOW, matrix(NOW))
+    index = kept_graph.searchable(kept)
+    assert isinstance(index, kept_graph.KeptGraph)  # not the FAISS index itself
+
+    def fan(ranges, matrix_file, graph):
+        assert kept_graph.rows_path(graph).exists()
+        return [neighbours.search_rows(r, matrix_file, graph, 32, 0.9) for r in ranges]
+
+    spread = neighbours.nearest_in_pieces(
+        NOW, matrix(NOW), 32, 0.9, "hnsw", 100, tmp_path / "work", fan, 3, index
+    )
+    here = neighbours.id_frame(
+        NOW, *neighbours.index_rows(index, matrix(NOW), np.arange(len(NOW)), 32, 0.9)
+    )
+    assert spread.equals(here)
+    assert not spread["neighbor_id"].is_in(sorted(GONE)).any()
+    assert not list((tmp_path / "work").iterdir())  # the files for the workers are gone
+
+
+def test_a_run_stopped_between_the_graph_and_its_slots_leaves_no_pair_to_trust(
+    tmp_path, monkeypatch, caplog
+):
+    """The slots are dropped before a new graph is written: a run stopped after writing
+    the graph leaves it without slots, and the next run builds a graph again (it never
+    reads a graph through another graph's slots, even of the same size)."""
+    store, _ = store_and_settings(tmp_path)
+    store.save(kept_graph.built(BEFORE, matrix(BEFORE)))
+    others = [p for p in NOW if p not in BEFORE] + BEFORE[400:]  # 2,600 other papers
+    assert len(others) == 2600
+
+    def stopped(path, frame, whole=True):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(cache, "write_parquet", stopped)
+    with pytest.raises(KeyboardInterrupt):
+        store.save(kept_graph.built(others, matrix(others)))
+    monkeypatch.undo()
+    assert store.graph_path.exists() and not store.slots_path.exists()
+    with caplog.at_level(logging.INFO):
+        graph = kept_graph.kept_graph(store, others, matrix(others))
+    assert "neighbours: a new graph of 2600 papers" in caplog.text
+    assert graph.ntotal == 2600 and store.load(DIM).slots.to_list() == others

@@ -5,7 +5,8 @@ sql/, carrying the last version's topics, map and neighbour lists over.
 Modules:
     build            the stage's entry (`derive_tables`) and the SQL tables, in order
     neighbours       exact and index search, top-k, candidate lists, row ranges for workers
-    ann              the HNSW graph, and the IVF index kept per model between runs
+    ann              the HNSW graph a search builds, and the IVF index kept per model
+    kept_graph       the HNSW graph kept per model between runs (auto's, above the exact limit)
     neighbour_lists  the lists kept between runs, updated for what changed (`search_lists`)
     duplicates       near-duplicate pairs and the groups they make
     topics           k-means topics, or the last version's carried over

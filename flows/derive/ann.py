@@ -5,6 +5,7 @@ added and removed, so that a run above exact_neighbors_max searches only what ch
 from __future__ import annotations
 
 import hashlib
+from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
@@ -40,9 +41,23 @@ def build_graph(vectors: np.ndarray):
 
     index = faiss.IndexHNSWFlat(vectors.shape[1], HNSW_LINKS, faiss.METRIC_INNER_PRODUCT)
     index.hnsw.efConstruction = HNSW_BUILD_BREADTH
-    faiss.omp_set_num_threads(1)
-    index.add(np.ascontiguousarray(vectors, dtype=np.float32))
+    with one_thread():
+        index.add(np.ascontiguousarray(vectors, dtype=np.float32))
     return index
+
+
+@contextmanager
+def one_thread():
+    """FAISS on one thread within, as many as before after: a graph's inserts on one
+    thread are made in one order, so the same papers make the same graph."""
+    import faiss
+
+    before = faiss.omp_get_max_threads()
+    faiss.omp_set_num_threads(1)
+    try:
+        yield
+    finally:
+        faiss.omp_set_num_threads(before)
 
 
 def set_breadth(index, fetch: int) -> None:
@@ -113,7 +128,7 @@ def updated(index: PaperIndex, ids: list[str], vectors: np.ndarray) -> tuple[Pap
     ones filed; with the counts added and removed."""
     current = pl.DataFrame({"paper_id": pl.Series(ids, dtype=pl.String)}).with_row_index("row")
     kept = index.papers.join(current, on="paper_id", how="semi")
-    new = current.join(index.papers, on="paper_id", how="anti")
+    new = current.join(index.papers, on="paper_id", how="anti", maintain_order="left")
     lists = assign(index.centroids, vectors[new["row"].to_numpy()])
     papers = pl.concat([kept, filed(new["paper_id"], lists)])
     return PaperIndex(index.centroids, papers), new.height, index.papers.height - kept.height

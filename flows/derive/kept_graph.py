@@ -59,6 +59,31 @@ class KeptGraph:
         return scores, np.where(slots >= 0, self.rows[np.maximum(slots, 0)], -1)
 
 
+def write_searchable(index, path: Path) -> None:
+    """Write a searchable index (a FAISS index, or a `KeptGraph`: its graph, and each slot's
+    row beside it) for a cluster's workers to read (`read_searchable`)."""
+    import faiss
+
+    graph = index.graph if isinstance(index, KeptGraph) else index
+    faiss.write_index(graph, str(path))
+    if isinstance(index, KeptGraph):
+        np.save(rows_path(path), index.rows)
+
+
+def read_searchable(path: Path):
+    """What `write_searchable` wrote to `path`."""
+    import faiss
+
+    graph = faiss.read_index(str(path))
+    if not rows_path(path).exists():
+        return graph
+    return KeptGraph(graph, pl.Series("paper_id", [], pl.String), np.load(rows_path(path)))
+
+
+def rows_path(path: Path) -> Path:
+    return path.with_name(path.name + ".rows.npy")
+
+
 def built(ids: list[str] | pl.Series, vectors: np.ndarray) -> KeptGraph:
     """A new graph of `vectors`, slot i the paper ids[i] (`ann.build_graph`: one thread,
     so that the same papers make the same graph)."""
@@ -77,18 +102,17 @@ def searchable(kept: KeptGraph):
 def placed(kept: KeptGraph, ids: list[str], vectors: np.ndarray) -> tuple[KeptGraph, int, int]:
     """`kept` for the papers `ids` (rows of `vectors`): the new ones inserted (one thread),
     each slot given its row (-1 for papers gone); with the counts added and gone."""
-    import faiss
-
     current = pl.DataFrame({"paper_id": pl.Series(ids, dtype=pl.String)}).with_row_index("row")
-    new = current.join(pl.DataFrame({"paper_id": kept.slots}), on="paper_id", how="anti")
+    before = pl.DataFrame({"paper_id": kept.slots})
+    new = current.join(before, on="paper_id", how="anti", maintain_order="left")
     if new.height:
-        faiss.omp_set_num_threads(1)
         rows = new["row"].to_numpy()
-        kept.graph.add(np.ascontiguousarray(vectors[rows], dtype=np.float32))
+        with ann.one_thread():
+            kept.graph.add(np.ascontiguousarray(vectors[rows], dtype=np.float32))
         kept.slots = pl.concat([kept.slots, new["paper_id"].rename("paper_id")])
-    slots = pl.DataFrame({"paper_id": kept.slots}).join(current, on="paper_id", how="left",
-                                                         maintain_order="left")  # fmt: skip
-    kept.rows = slots["row"].fill_null(-1).to_numpy().astype(np.int64)
+    slots = pl.DataFrame({"paper_id": kept.slots})
+    placed_rows = slots.join(current, on="paper_id", how="left", maintain_order="left")["row"]
+    kept.rows = placed_rows.fill_null(-1).to_numpy().astype(np.int64)
     return kept, new.height, int((kept.rows < 0).sum())
 
 
@@ -129,9 +153,12 @@ class GraphStore:
         return KeptGraph(graph, slots["paper_id"])
 
     def save(self, kept: KeptGraph) -> None:
-        """Keep the graph, then its slots (a graph without slots of its size is damaged)."""
+        """Keep the graph, then its slots. The slots kept before are dropped first: a graph
+        is never paired with another graph's slots (a run stopped between the two writes
+        leaves a graph without slots, which the next run builds again)."""
         import faiss
 
+        cache.drop(self.slots_path)
         write_atomically(self.graph_path, lambda tmp: faiss.write_index(kept.graph, str(tmp)))
         cache.seal(self.graph_path, kept.graph.ntotal)
         cache.write_parquet(self.slots_path, pl.DataFrame({"paper_id": kept.slots}))

@@ -15,7 +15,7 @@ from threadpoolctl import threadpool_limits
 
 from flows.core.progress import progress
 from flows.core.settings import NEIGHBOR_METHODS
-from flows.derive import ann
+from flows.derive import ann, kept_graph
 from flows.embed import compute_threads
 
 # Rows whose products with every paper are made at a time: `top_k` passes over a block
@@ -65,8 +65,8 @@ def nearest(
     """Top-k neighbours of every paper, and its pairs at cosine >= `threshold` (at most
     PAIR_CAP a paper: its closest).
 
-    Exact (blockwise matrix products) up to `exact_max` papers, an IVF index above it:
-    exact work grows with n^2 and the index's with about n^1.5.
+    Exact (blockwise matrix products) up to `exact_max` papers, an HNSW graph above it:
+    exact work grows with n^2 and the graph's with about n log n.
 
     Returns:
         top-k (paper_id, neighbor_id, score) and pairs (same columns).
@@ -295,15 +295,14 @@ def nearest_in_pieces(
         if index is None:
             index = approximate_index(neighbor_method(method, len(ids), exact_max), ids, vectors)
         if index is not None:
-            import faiss
-
             graph = workdir / f"index-{os.getpid()}.faiss"
-            faiss.write_index(index, str(graph))
+            kept_graph.write_searchable(index, graph)
         parts = fan(row_blocks(len(ids), pieces), matrix, graph)
     finally:
         matrix.unlink(missing_ok=True)
         if graph:
             graph.unlink(missing_ok=True)
+            kept_graph.rows_path(graph).unlink(missing_ok=True)
     return id_frame(ids, *concat_triples(parts))
 
 
@@ -314,9 +313,8 @@ def search_rows(
     vectors = np.load(matrix)
     if graph is None:
         return exact_rows(vectors, np.arange(*rows), width)
-    import faiss
-
-    return index_rows(faiss.read_index(str(graph)), vectors, np.arange(*rows), width, threshold)
+    index = kept_graph.read_searchable(graph)
+    return index_rows(index, vectors, np.arange(*rows), width, threshold)
 
 
 def index_search(index, matrix: np.ndarray, rows: np.ndarray, fetch: int):
