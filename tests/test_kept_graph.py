@@ -120,12 +120,12 @@ def test_a_graph_whose_papers_are_mostly_gone_is_built_again(tmp_path, caplog):
     """More than GRAPH_STALE of its papers gone: a new graph of the papers now, kept."""
     store, _ = store_and_settings(tmp_path)
     store.save(kept_graph.built(BEFORE, matrix(BEFORE)))
-    now = BEFORE[:1500]
+    now = BEFORE[:1500] + NOW[-400:]  # 1,100 gone, 400 new (not inserted in the old graph)
     with caplog.at_level(logging.INFO):
         graph = kept_graph.kept_graph(store, now, matrix(now))
     assert "neighbours: 1100 of the kept graph's 2600 papers are gone" in caplog.text
-    assert "neighbours: a new graph of 1500 papers" in caplog.text
-    assert graph.ntotal == 1500 and store.load(DIM).slots.to_list() == now
+    assert "neighbours: a new graph of 1900 papers" in caplog.text
+    assert graph.ntotal == 1900 and store.load(DIM).slots.to_list() == now
 
 
 def test_the_same_update_of_the_same_graph_makes_the_same_graph(tmp_path):

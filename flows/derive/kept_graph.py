@@ -199,11 +199,12 @@ def kept_graph(store: GraphStore, ids: list[str], vectors: np.ndarray):
     say = run_logger().info
     kept, added = store.load(vectors.shape[1]), 0
     if kept is not None:
-        kept, added, gone = placed(kept, ids, vectors)
-        if gone > GRAPH_STALE * len(kept.slots):
+        gone = int((~kept.slots.is_in(pl.Series(ids, dtype=pl.String).implode())).sum())
+        if gone > GRAPH_STALE * len(kept.slots):  # seen before any paper is inserted
             say("neighbours: %d of the kept graph's %d papers are gone", gone, len(kept.slots))
             kept = None
         else:
+            kept, added, gone = placed(kept, ids, vectors)
             say("neighbours: the kept graph updated (%d papers added, %d gone)", added, gone)
     if kept is None:
         kept, added = built(ids, vectors), len(ids)
