@@ -93,27 +93,35 @@ def built(ids: list[str] | pl.Series, vectors: np.ndarray) -> KeptGraph:
 
 def searchable(kept: KeptGraph):
     """The FAISS graph where its slots are the run's rows, else `kept` itself."""
-    rows = kept.rows
-    if rows is not None and np.array_equal(rows, np.arange(len(rows))):
-        return kept.graph
-    return kept
+    return kept.graph if np.array_equal(kept.rows, np.arange(len(kept.rows))) else kept
 
 
-def placed(kept: KeptGraph, ids: list[str], vectors: np.ndarray) -> tuple[KeptGraph, int, int]:
-    """`kept` for the papers `ids` (rows of `vectors`): the new ones inserted (one thread),
-    each slot given its row (-1 for papers gone); with the counts added and gone."""
+def slot_rows(slots: pl.Series, ids: list[str]) -> np.ndarray:
+    """Each slot's row in `ids`, -1 for a paper gone."""
     current = pl.DataFrame({"paper_id": pl.Series(ids, dtype=pl.String)}).with_row_index("row")
-    before = pl.DataFrame({"paper_id": kept.slots})
-    new = current.join(before, on="paper_id", how="anti", maintain_order="left")
-    if new.height:
-        rows = new["row"].to_numpy()
+    rows = pl.DataFrame({"paper_id": slots}).join(
+        current, on="paper_id", how="left", maintain_order="left"
+    )["row"]
+    return rows.fill_null(-1).to_numpy().astype(np.int64)
+
+
+def placed(
+    kept: KeptGraph, ids: list[str], vectors: np.ndarray, rows: np.ndarray | None = None
+) -> tuple[KeptGraph, int, int]:
+    """`kept` for the papers `ids` (rows of `vectors`): the new ones inserted (one thread,
+    in the order of `ids`), each slot given its row (-1 for papers gone); with the counts
+    added and gone. `rows`: the slots' rows (`slot_rows`), where already known."""
+    rows = slot_rows(kept.slots, ids) if rows is None else rows
+    is_new = np.ones(len(ids), bool)
+    is_new[rows[rows >= 0]] = False
+    new = np.flatnonzero(is_new)
+    if len(new):
         with ann.one_thread():
-            kept.graph.add(np.ascontiguousarray(vectors[rows], dtype=np.float32))
-        kept.slots = pl.concat([kept.slots, new["paper_id"].rename("paper_id")])
-    slots = pl.DataFrame({"paper_id": kept.slots})
-    placed_rows = slots.join(current, on="paper_id", how="left", maintain_order="left")["row"]
-    kept.rows = placed_rows.fill_null(-1).to_numpy().astype(np.int64)
-    return kept, new.height, int((kept.rows < 0).sum())
+            kept.graph.add(np.ascontiguousarray(vectors[new], dtype=np.float32))
+        added = pl.Series("paper_id", ids, dtype=pl.String).gather(new)
+        kept.slots = pl.concat([kept.slots, added])
+    kept.rows = np.concatenate([rows, new])
+    return kept, len(new), int((rows < 0).sum())
 
 
 class GraphStore:
@@ -199,12 +207,13 @@ def kept_graph(store: GraphStore, ids: list[str], vectors: np.ndarray):
     say = run_logger().info
     kept, added = store.load(vectors.shape[1]), 0
     if kept is not None:
-        gone = int((~kept.slots.is_in(pl.Series(ids, dtype=pl.String).implode())).sum())
+        rows = slot_rows(kept.slots, ids)
+        gone = int((rows < 0).sum())
         if gone > GRAPH_STALE * len(kept.slots):  # seen before any paper is inserted
             say("neighbours: %d of the kept graph's %d papers are gone", gone, len(kept.slots))
             kept = None
         else:
-            kept, added, gone = placed(kept, ids, vectors)
+            kept, added, gone = placed(kept, ids, vectors, rows)
             say("neighbours: the kept graph updated (%d papers added, %d gone)", added, gone)
     if kept is None:
         kept, added = built(ids, vectors), len(ids)

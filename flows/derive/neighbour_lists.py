@@ -284,11 +284,13 @@ def kept_search_index(folder: Path, model_key: str, method: str, ids: list[str],
     updated for `ids`; None for exact search. The other kind's files are dropped: an index
     is kept only while runs update it."""
     stores = {"hnsw": GraphStore(folder, model_key), "ivf": IndexStore(folder, model_key)}
-    for other in set(stores).difference([method] if ids else []):
-        stores[other].drop()
-    if method == "hnsw" and ids:
+    kind = method if ids else None
+    for other, store in stores.items():
+        if other != kind:
+            store.drop()
+    if kind == "hnsw":
         return kept_graph(stores["hnsw"], ids, vectors)
-    return kept_index(stores["ivf"], ids, vectors) if method == "ivf" and ids else None
+    return kept_index(stores["ivf"], ids, vectors) if kind == "ivf" else None
 
 
 def search_all(
