@@ -302,8 +302,8 @@ def test_topic_filter_by_id_or_label_words(sample_run):
 
 
 def test_search_files_of_versions_looked_at_long_ago_are_dropped(tmp_path):
-    """The keyword index and vectors of the versions written last are kept, older ones and
-    files of an older layout dropped, and nothing else in the folder is touched."""
+    """The keyword index, vectors and postings of the versions written last are kept, older
+    ones and files of an older layout dropped, and nothing else in the folder is touched."""
     layout = search_index.LAYOUT
     for version in range(1, 7):
         index = tmp_path / f"v{version}-{layout}.duckdb"
@@ -311,7 +311,9 @@ def test_search_files_of_versions_looked_at_long_ago_are_dropped(tmp_path):
         folder = tmp_path / f"v{version}-vectors"
         folder.mkdir()
         (folder / "vectors.npy").write_text("rows")
-        for path in (index, folder):
+        kept = tmp_path / f"v{version}-keywords"
+        kept.mkdir()
+        for path in (index, folder, kept):
             os.utime(path, (1_000 + version, 1_000 + version))
     (tmp_path / "v2.duckdb").write_text("an index of the layout before")
     (tmp_path / "notes.txt").write_text("not a search file")
@@ -320,6 +322,7 @@ def test_search_files_of_versions_looked_at_long_ago_are_dropped(tmp_path):
         ["notes.txt"]
         + [f"v{v}-{layout}.duckdb" for v in range(3, 7)]
         + [f"v{v}-vectors" for v in range(3, 7)]
+        + [f"v{v}-keywords" for v in range(3, 7)]
     )
     assert (tmp_path / "v6-vectors" / "vectors.npy").read_text() == "rows"
 

@@ -22,6 +22,7 @@ import polars as pl
 from flows.core.lake import LAKE, connect, read_sql
 from flows.core.settings import PACKAGED_MODEL, Settings
 from flows.read.hits import HITS_SCHEMA, MIN_COSINE, MIN_COSINE_WORDS, hits, ranked_hits
+from flows.read.postings import PostingsFile, asked_terms, held_postings
 from flows.read.ranking import (
     dense_ranking,
     filtered,
@@ -30,7 +31,13 @@ from flows.read.ranking import (
     keyword_scores,
     of_topic,
 )
-from flows.read.search_index import current_version, keyword_index, keyword_scope, vectors_folder
+from flows.read.search_index import (
+    current_version,
+    keyword_index,
+    keyword_scope,
+    postings_folder,
+    vectors_folder,
+)
 from flows.read.vectors import MatrixVectors, held_vectors
 
 MODES = ("hybrid", "dense", "keyword")
@@ -114,7 +121,7 @@ class Corpus:
                 # (most of the machine's by default): a long-lived process bounds it.
                 self.keyword.execute(f"set memory_limit = '{HELD_MEMORY}'")
                 # Read now: `con` may be gone when they are used.
-                _ = self.model, self.recorded_model, self.vectors, self.facets
+                _ = self.model, self.recorded_model, self.vectors, self.facets, self.postings
                 self.con = None
         except BaseException:
             self.close()
@@ -162,6 +169,30 @@ class Corpus:
         facets = self.lake().execute(read_sql("search/facets")).pl()
         return facets.with_columns(pl.col("venue", "topic").cast(pl.Categorical))
 
+    @functools.cached_property
+    def postings(self) -> PostingsFile | None:
+        """For a held corpus, the keyword index's postings as arrays beside it, which score
+        a query in memory (`PostingsFile`); None for one search, which reads them in SQL."""
+        if self.held:
+            return held_postings(self.keyword, postings_folder(self.settings, self.version))
+        return None
+
+    def keyword_scores(
+        self, text: str, k: int, ids: list[str] | None = None
+    ) -> list[tuple[str, float]]:
+        """The k papers (of `ids`; None for all) of best BM25 for `text`, best first."""
+        if self.postings is None:
+            return keyword_scores(self.keyword, text, k, ids)
+        termids, _ = asked_terms(self.keyword, text)
+        return self.postings.scores(termids, k, ids)
+
+    def holding_every_word(self, text: str, ids: list[str]) -> set[str]:
+        """Those of `ids` that hold every term of `text` (its stop words left out)."""
+        if self.postings is None:
+            return holding_every_word(self.keyword, text, ids)
+        [(terms,)] = self.keyword.execute(read_sql("search/terms"), {"text": text}).fetchall()
+        return self.postings.holding_all(*asked_terms(self.keyword, terms), ids)
+
     def cards(self, ids: list[str]) -> pl.DataFrame:
         if self.held:
             return self.keyword.execute(read_sql("search/kept_cards"), {"ids": ids}).pl()
@@ -206,7 +237,7 @@ class Corpus:
             return pl.DataFrame(schema=HITS_SCHEMA)
         # The keyword ranking runs before the query is encoded: ONNX Runtime's threads spin
         # a while after a run, which slows DuckDB right after it.
-        keyword = keyword_scores(self.keyword, text, pool, ids) if mode != "dense" else []
+        keyword = self.keyword_scores(text, pool, ids) if mode != "dense" else []
         rankings = [keyword] if mode == "keyword" else []
         query = None
         if mode in ("dense", "hybrid"):
@@ -221,7 +252,7 @@ class Corpus:
         cosine = None if query is None else self.vectors.cosine_of(shown, query)
         return ranked_hits(
             self.cards(shown), ranked, cosine, dict(keyword),
-            holding_every_word(self.keyword, text, shown),
+            self.holding_every_word(text, shown),
             min_cosine=min_cosine, min_cosine_words=min_cosine_words,
         )  # fmt: skip
 

@@ -48,6 +48,12 @@ def vectors_folder(settings: Settings, version: int) -> Path:
     return settings.cache_path / "search" / f"v{version}-vectors"
 
 
+def postings_folder(settings: Settings, version: int) -> Path:
+    """Where a long-lived search keeps the keyword index's postings as arrays
+    (flows/read/postings.py)."""
+    return settings.cache_path / "search" / f"v{version}-keywords"
+
+
 def build_keyword_index(con: duckdb.DuckDBPyConnection, path: Path) -> Path:
     """Write the full-text (BM25) index of the attached version's papers to `path`.
 
@@ -107,11 +113,11 @@ def keyword_index(con: duckdb.DuckDBPyConnection, settings: Settings) -> Path:
 
 
 def prune(folder: Path, keep: int = KEEP_VERSIONS) -> None:
-    """Drop the search files (keyword index, vectors) of all but the `keep` versions whose
-    files were written last, and files of an older layout: they are made again when a
-    version is searched again. A process still reading a dropped file reads on (the
+    """Drop the search files (keyword index, vectors, postings) of all but the `keep`
+    versions whose files were written last, and files of an older layout: they are made
+    again when a version is searched again. A process still reading a dropped file reads on (the
     system keeps a file open or mapped until it is let go)."""
-    for kind in (f"-{LAYOUT}.duckdb", "-vectors"):
+    for kind in (f"-{LAYOUT}.duckdb", "-vectors", "-keywords"):
         written = [p for p in folder.glob(f"v*{kind}") if re.fullmatch(rf"v\d+{kind}", p.name)]
         for old in sorted(written, key=modified, reverse=True)[keep:]:
             cache.drop(old)

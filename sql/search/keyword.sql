@@ -5,7 +5,10 @@
 -- parameters: $text (the query), $k (hits), $ids (the papers that may be returned, from
 -- flows/read/ranking.py's filters; NULL for all).
 -- Names are joined to the best only: the papers scoring at least the k-th best score (its
--- ties kept, so that ties go by paper_id as they would over all).
+-- ties kept, so that ties go by paper_id as they would over all). A score is rounded to
+-- 9 decimals: a sum of doubles differs in its last bits with the order it is added in
+-- (DuckDB's threads), and papers of equal parts then tie, and go by paper_id, whatever
+-- the order (flows/read/postings.py sums the same parts in another).
 with tokens as (
     select distinct stem(unnest(fts_main_docs.tokenize($text)), 'porter') as term
 ),
@@ -23,7 +26,7 @@ allowed as (
 ),
 
 scored as (
-    select postings.docid, sum(postings.part) as score
+    select postings.docid, round(sum(postings.part), 9) as score
     from postings
     semi join asked using (termid)
     where $ids is null or postings.docid in (select docid from allowed)

@@ -1,0 +1,182 @@
+"""A version's keyword postings as a long-lived search scores them (`PostingsFile`): each
+term's papers and BM25 parts as arrays memory-mapped from a folder beside the keyword
+index, a query's scores summed in NumPy where the index file's SQL would group every
+posting of its terms in DuckDB.
+
+The arrays are the index file's `postings` table (sql/search/postings.sql) as it is, in
+term and then paper order: `offsets[t]:offsets[t + 1]` are term t's rows of `docids` and
+`parts`, and `names[d]` is the paper of docid d. The scores, their cutoff and their ties
+are those of sql/search/keyword.sql, and the all-words test that of
+sql/search/all_words.sql, so a search reads the same hits either way (tests/test_search.py
+holds them side by side). At a million generated abstracts (95 postings a paper) the
+arrays take 1.1 GB of disk; a query reads only its terms' rows.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+import duckdb
+import numpy as np
+import polars as pl
+
+from flows.core import cache
+from flows.core.lake import read_sql
+
+ARRAYS = ("offsets.npy", "docids.npy", "parts.npy")
+BATCH = 1_000_000  # postings read from the index file at a time
+REDO = "the keyword index's postings are read again"
+SCORE_DECIMALS = 9  # as sql/search/keyword.sql rounds a score
+
+
+class PostingsFile:
+    """The postings of a version's keyword index, from a folder `write_postings_file`
+    wrote: the arrays memory-mapped, the papers' ids in memory."""
+
+    def __init__(self, folder: Path) -> None:
+        """Open a folder `write_postings_file` wrote, checked against its record.
+
+        Raises:
+            cache.Damaged: a file is missing, or differs from what the record says.
+        """
+        if not folder.is_dir():
+            raise FileNotFoundError(folder)
+        try:
+            record = cache.read_record(folder / "record.json")
+            for name in ARRAYS:
+                if cache.file_sha256(folder / name) != record[name]:
+                    raise cache.Damaged(folder / name, "it differs from its record")
+            self.names = cache.read_parquet(folder / "names.parquet")["paper_id"]
+            self.offsets, self.docids, self.parts = (
+                np.load(folder / name, mmap_mode="r") for name in ARRAYS
+            )
+        except (OSError, KeyError, TypeError, ValueError) as exc:
+            raise cache.Damaged(folder, f"unreadable: {exc}") from None
+        if not (
+            len(self.names) == record["papers"]
+            and len(self.docids) == len(self.parts) == self.offsets[-1] == record["postings"]
+        ):
+            raise cache.Damaged(folder, "its files hold different counts")
+        self.rows = self.names.to_frame().with_row_index("docid")
+
+    def docids_of(self, ids: list[str]) -> np.ndarray:
+        """The docids of the papers of `ids` that the index holds."""
+        asked = pl.Series("paper_id", ids, dtype=pl.String).implode()
+        return self.rows.filter(pl.col("paper_id").is_in(asked))["docid"].to_numpy()
+
+    def term_rows(self, termid: int) -> slice:
+        return slice(int(self.offsets[termid]), int(self.offsets[termid + 1]))
+
+    def scores(
+        self, termids: list[int], k: int, ids: list[str] | None = None
+    ) -> list[tuple[str, float]]:
+        """The k papers (of `ids`; None for all) of best BM25 summed over `termids`, best
+        first, ties by paper_id: sql/search/keyword.sql's answer."""
+        total = np.zeros(len(self.names), dtype=np.float64)
+        held = np.zeros(len(self.names), dtype=bool)
+        for termid in sorted(set(termids)):
+            rows = self.term_rows(termid)
+            docids = np.asarray(self.docids[rows])
+            total[docids] += self.parts[rows]  # a term holds each paper once
+            held[docids] = True
+        if ids is not None:
+            allowed = np.zeros(len(self.names), dtype=bool)
+            allowed[self.docids_of(ids)] = True
+            held &= allowed
+        found = np.flatnonzero(held)
+        scores = rounded(total[found])
+        if len(found) > k:  # only the papers scoring at least the k-th best are sorted
+            keep = scores >= np.partition(scores, len(found) - k)[len(found) - k]
+            found, scores = found[keep], scores[keep]
+        names = self.names.gather(found).to_list()
+        order = sorted(range(len(found)), key=lambda i: (-scores[i], names[i]))[:k]
+        return [(names[i], float(scores[i])) for i in order]
+
+    def holding_all(self, termids: list[int], tokens: int, ids: list[str]) -> set[str]:
+        """Those of `ids` that hold every one of a query's `tokens` distinct terms, of which
+        `termids` are the ones the index knows: sql/search/all_words.sql's answer."""
+        if not ids or not tokens or len(set(termids)) < tokens:
+            return set()
+        docids = self.docids_of(ids)
+        for termid in set(termids):
+            held = np.asarray(self.docids[self.term_rows(termid)])  # in docid order
+            at = np.minimum(np.searchsorted(held, docids), max(len(held) - 1, 0))
+            docids = docids[held[at] == docids] if len(held) else docids[:0]
+        return set(self.names.gather(docids).to_list())
+
+
+def rounded(scores: np.ndarray) -> np.ndarray:
+    """Scores rounded to SCORE_DECIMALS as DuckDB's round(x, 9) rounds them (half away
+    from zero), the last bits of a sum made equal whatever order it was added in."""
+    scale = 10.0**SCORE_DECIMALS
+    return np.floor(scores * scale + 0.5) / scale
+
+
+def write_postings_file(index: duckdb.DuckDBPyConnection, folder: Path) -> int:
+    """Write the postings of the keyword index in use on `index` to `folder` (none there
+    yet), BATCH rows at a time, as `PostingsFile` reads them; under a temporary name,
+    moved into place whole. Returns the postings written."""
+    [(papers, first, last)] = index.execute(
+        "select count(*), min(docid), max(docid) from fts_main_docs.docs"
+    ).fetchall()
+    [(terms,)] = index.execute("select count(*) from fts_main_docs.dict").fetchall()
+    [(count,)] = index.execute("select count(*) from postings").fetchall()
+    if papers and (first, last) != (0, papers - 1):
+        raise ValueError(f"docids {first}..{last} for {papers} papers")
+    tmp = folder.with_name(f"{folder.name}.{os.getpid()}.tmp")
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
+    per_term = index.execute(
+        "select termid, count(*) from postings group by termid order by termid"
+    ).fetchnumpy()
+    counts = np.zeros(terms, dtype=np.int64)
+    counts[per_term["termid"]] = per_term["count_star()"]
+    np.save(tmp / "offsets.npy", np.concatenate([[0], np.cumsum(counts)]))
+    docids = np.lib.format.open_memmap(tmp / "docids.npy", "w+", np.int32, (count,))
+    parts = np.lib.format.open_memmap(tmp / "parts.npy", "w+", np.float64, (count,))
+    at = 0
+    reader = index.execute(read_sql("search/postings_arrays")).fetch_record_batch(BATCH)
+    for batch in reader:
+        docids[at : at + len(batch)] = batch.column(0).to_numpy()
+        parts[at : at + len(batch)] = batch.column(1).to_numpy()
+        at += len(batch)
+    for array in (docids, parts):
+        array.flush()
+    del docids, parts, array
+    names = index.execute("select name as paper_id from fts_main_docs.docs order by docid").pl()
+    cache.write_parquet(tmp / "names.parquet", names)
+    record = {name: cache.file_sha256(tmp / name) for name in ARRAYS}
+    cache.write_record(tmp / "record.json", record | {"papers": papers, "postings": count})
+    try:
+        os.replace(tmp, folder)
+    except OSError:
+        if not folder.is_dir():
+            raise
+        shutil.rmtree(tmp)  # another process wrote the same version's folder meanwhile
+    return count
+
+
+def held_postings(index: duckdb.DuckDBPyConnection, folder: Path) -> PostingsFile:
+    """The postings of the keyword index in use on `index`, for a long-lived search: the
+    `PostingsFile` in `folder`, written first where there is none (or it is damaged: then
+    dropped, with one warning, and written again)."""
+    try:
+        return PostingsFile(folder)
+    except FileNotFoundError:
+        pass
+    except cache.Damaged as damage:
+        cache.dropped(damage, REDO, folder)
+    write_postings_file(index, folder)
+    return PostingsFile(folder)
+
+
+def asked_terms(index: duckdb.DuckDBPyConnection, text: str | None) -> tuple[list[int], int]:
+    """The termids of the index that `text`'s distinct terms are, and how many distinct
+    terms it has (a term the index does not know has no termid); `index` has the keyword
+    index in use."""
+    if text is None:
+        return [], 0
+    [(termids, tokens)] = index.execute(read_sql("search/asked"), {"text": text}).fetchall()
+    return list(termids or []), tokens
