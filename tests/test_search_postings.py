@@ -91,3 +91,16 @@ def test_scores_are_rounded_as_duckdb_rounds_them(values):
     con = duckdb.connect()
     expected = con.execute("select round(v, 9) as r from given_scores").fetchnumpy()["r"]
     assert np.array_equal(postings.rounded(scores), expected)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(st.tuples(st.integers(0, 5), st.integers(0, 5)), max_size=30),
+    st.tuples(st.integers(-1, 5), st.integers(-1, 5)),
+)
+def test_postings_are_in_order_where_pairs_rise_strictly(pairs, previous):
+    termid = np.array([t for t, _ in pairs], dtype=np.int64)
+    docid = np.array([d for _, d in pairs], dtype=np.int32)
+    chain = [previous, *pairs]
+    rising = all(a < b for a, b in zip(chain, chain[1:], strict=False))
+    assert postings.in_order(previous, termid, docid) == rising

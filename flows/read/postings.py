@@ -116,35 +116,22 @@ def rounded(scores: np.ndarray) -> np.ndarray:
 
 def write_postings_file(index: duckdb.DuckDBPyConnection, folder: Path) -> int:
     """Write the postings of the keyword index in use on `index` to `folder` (none there
-    yet), BATCH rows at a time, as `PostingsFile` reads them; under a temporary name,
-    moved into place whole. Returns the postings written."""
+    yet) as `PostingsFile` reads them; under a temporary name, moved into place whole.
+    Returns the postings written.
+
+    Raises:
+        ValueError: the index's docids are not 0..papers-1, or its postings are not in
+            term and paper order (sql/search/postings.sql writes them so).
+    """
     [(papers, first, last)] = index.execute(
         "select count(*), min(docid), max(docid) from fts_main_docs.docs"
     ).fetchall()
-    [(terms,)] = index.execute("select count(*) from fts_main_docs.dict").fetchall()
-    [(count,)] = index.execute("select count(*) from postings").fetchall()
     if papers and (first, last) != (0, papers - 1):
         raise ValueError(f"docids {first}..{last} for {papers} papers")
     tmp = folder.with_name(f"{folder.name}.{os.getpid()}.tmp")
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
-    per_term = index.execute(
-        "select termid, count(*) from postings group by termid order by termid"
-    ).fetchnumpy()
-    counts = np.zeros(terms, dtype=np.int64)
-    counts[per_term["termid"]] = per_term["count_star()"]
-    np.save(tmp / "offsets.npy", np.concatenate([[0], np.cumsum(counts)]))
-    docids = np.lib.format.open_memmap(tmp / "docids.npy", "w+", np.int32, (count,))
-    parts = np.lib.format.open_memmap(tmp / "parts.npy", "w+", np.float64, (count,))
-    at = 0
-    reader = index.execute(read_sql("search/postings_arrays")).fetch_record_batch(BATCH)
-    for batch in reader:
-        docids[at : at + len(batch)] = batch.column(0).to_numpy()
-        parts[at : at + len(batch)] = batch.column(1).to_numpy()
-        at += len(batch)
-    for array in (docids, parts):
-        array.flush()
-    del docids, parts, array
+    count = copy_postings(index, tmp)
     names = index.execute("select name as paper_id from fts_main_docs.docs order by docid").pl()
     cache.write_parquet(tmp / "names.parquet", names)
     record = {name: cache.file_sha256(tmp / name) for name in ARRAYS}
@@ -156,6 +143,35 @@ def write_postings_file(index: duckdb.DuckDBPyConnection, folder: Path) -> int:
             raise
         shutil.rmtree(tmp)  # another process wrote the same version's folder meanwhile
     return count
+
+
+def copy_postings(index: duckdb.DuckDBPyConnection, folder: Path) -> int:
+    """The index's postings, BATCH at a time in the order the table holds them, into
+    docids.npy and parts.npy, and each term's first row into offsets.npy; their count."""
+    [(terms,)] = index.execute("select count(*) from fts_main_docs.dict").fetchall()
+    [(count,)] = index.execute("select count(*) from postings").fetchall()
+    docids = np.lib.format.open_memmap(folder / "docids.npy", "w+", np.int32, (count,))
+    parts = np.lib.format.open_memmap(folder / "parts.npy", "w+", np.float64, (count,))
+    per_term = np.zeros(terms, dtype=np.int64)
+    at, previous = 0, (-1, -1)
+    for batch in index.execute(read_sql("search/postings_arrays")).fetch_record_batch(BATCH):
+        termid, docid = batch.column(0).to_numpy(), batch.column(1).to_numpy()
+        if not in_order(previous, termid, docid):
+            raise ValueError("the keyword index's postings are not in term and paper order")
+        per_term += np.bincount(termid, minlength=terms)
+        docids[at : at + len(batch)] = docid
+        parts[at : at + len(batch)] = batch.column(2).to_numpy()
+        at, previous = at + len(batch), (termid[-1], docid[-1])
+    for array in (docids, parts):
+        array.flush()
+    np.save(folder / "offsets.npy", np.concatenate([[0], np.cumsum(per_term)]))
+    return count
+
+
+def in_order(previous: tuple[int, int], termid: np.ndarray, docid: np.ndarray) -> bool:
+    """Whether (termid, docid) pairs, after the pair `previous`, rise strictly."""
+    terms, docs = np.diff(termid, prepend=previous[0]), np.diff(docid, prepend=previous[1])
+    return bool(np.all((terms > 0) | ((terms == 0) & (docs > 0))))
 
 
 def held_postings(index: duckdb.DuckDBPyConnection, folder: Path) -> PostingsFile:
