@@ -8,12 +8,14 @@ import logging
 
 import duckdb
 import numpy as np
+import polars as pl
 import pyarrow as pa
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from flows.core.lake import open_lake, read_sql
 from flows.read import postings, ranking, search_index
+from flows.read.id_rows import IdRows
 from flows.read.postings import asked_terms, held_postings
 
 QUERIES = [
@@ -104,3 +106,23 @@ def test_postings_are_in_order_where_pairs_rise_strictly(pairs, previous):
     chain = [previous, *pairs]
     rising = all(a < b for a, b in zip(chain, chain[1:], strict=False))
     assert postings.in_order(previous, termid, docid) == rising
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    st.lists(st.text("abc", min_size=1, max_size=3), unique=True, max_size=20),
+    st.lists(st.text("abcd", min_size=1, max_size=3), max_size=10),
+)
+def test_id_rows_find_what_a_join_finds(ids, asked):
+    rows = IdRows(pl.Series(ids, dtype=pl.String))
+    joined = (
+        pl.Series("paper_id", asked, dtype=pl.String)
+        .to_frame()
+        .join(
+            pl.Series("paper_id", ids, dtype=pl.String).to_frame().with_row_index("row"),
+            on="paper_id",
+            how="inner",
+            maintain_order="left",
+        )
+    )
+    assert rows.found(asked).to_dicts() == joined.to_dicts()

@@ -20,10 +20,10 @@ from pathlib import Path
 
 import duckdb
 import numpy as np
-import polars as pl
 
 from flows.core import cache
 from flows.core.lake import read_sql
+from flows.read.id_rows import IdRows
 
 ARRAYS = ("offsets.npy", "docids.npy", "parts.npy")
 BATCH = 1_000_000  # postings read from the index file at a time
@@ -59,12 +59,11 @@ class PostingsFile:
             and len(self.docids) == len(self.parts) == self.offsets[-1] == record["postings"]
         ):
             raise cache.Damaged(folder, "its files hold different counts")
-        self.rows = self.names.to_frame().with_row_index("docid")
+        self.id_rows = IdRows(self.names)
 
     def docids_of(self, ids: list[str]) -> np.ndarray:
         """The docids of the papers of `ids` that the index holds."""
-        asked = pl.Series("paper_id", ids, dtype=pl.String).implode()
-        return self.rows.filter(pl.col("paper_id").is_in(asked))["docid"].to_numpy()
+        return self.id_rows.found(ids)["row"].to_numpy()
 
     def term_rows(self, termid: int) -> slice:
         return slice(int(self.offsets[termid]), int(self.offsets[termid + 1]))

@@ -21,6 +21,7 @@ import polars as pl
 
 from flows.core import cache
 from flows.core.lake import read_sql
+from flows.read.id_rows import IdRows
 from flows.read.ranking import as_matrix, best, cosines, norms
 
 SCREEN = 10  # papers the codes hand on to exact scoring, per hit asked (1,000 at least)
@@ -35,7 +36,6 @@ class MatrixVectors:
     def __init__(self, ids: list[str] | pl.Series, matrix: np.ndarray) -> None:
         self.ids = pl.Series("paper_id", ids, dtype=pl.String)  # not a list: a few bytes an id
         self.matrix = matrix
-        self.positions = self.ids.to_frame().with_row_index("row")
 
     def __len__(self) -> int:
         return len(self.ids)
@@ -60,10 +60,11 @@ class MatrixVectors:
 
     def found(self, ids: list[str]) -> pl.DataFrame:
         """The embedded papers of `ids` in their order, with their rows."""
-        asked = pl.Series("paper_id", ids, dtype=pl.String)
-        # Filtered first: a join alone would hash every paper's id, for a page of hits.
-        rows = self.positions.filter(pl.col("paper_id").is_in(asked.implode()))
-        return asked.to_frame().join(rows, on="paper_id", how="inner", maintain_order="left")
+        return self.id_rows.found(ids)
+
+    @functools.cached_property
+    def id_rows(self) -> IdRows:
+        return IdRows(self.ids)
 
     def rows_of(self, ids: list[str]) -> np.ndarray:
         return self.found(ids)["row"].to_numpy()
