@@ -1,21 +1,23 @@
 """A version's keyword postings as a long-lived search scores them (`PostingsFile`): each
-term's papers and BM25 parts as arrays memory-mapped from a folder beside the keyword
-index, a query's scores summed in NumPy where the index file's SQL would group every
-posting of its terms in DuckDB.
+term's papers and BM25 parts as arrays in a folder beside the keyword index, a query's
+terms' rows read from them and summed in NumPy where the index file's SQL would group
+every posting of its terms in DuckDB.
 
 The arrays are the index file's `postings` table (sql/search/postings.sql) as it is, in
 term and then paper order: `offsets[t]:offsets[t + 1]` are term t's rows of `docids` and
 `parts`, and `names[d]` is the paper of docid d. The scores, their cutoff and their ties
 are those of sql/search/keyword.sql, and the all-words test that of
-sql/search/all_words.sql, so a search reads the same hits either way (tests/test_search.py
-holds them side by side). At a million generated abstracts (95 postings a paper) the
-arrays take 1.1 GB of disk; a query reads only its terms' rows.
+sql/search/all_words.sql, so a search reads the same hits either way
+(tests/test_search_postings.py holds them side by side). At a million generated
+abstracts (95 postings a paper) the arrays take 1.1 GB of disk; a query reads only its
+terms' rows.
 """
 
 from __future__ import annotations
 
 import os
 import shutil
+import threading
 from pathlib import Path
 
 import duckdb
@@ -31,9 +33,37 @@ REDO = "the keyword index's postings are read again"
 SCORE_DECIMALS = 9  # as sql/search/keyword.sql rounds a score
 
 
+class OnDisk:
+    """A one-dimensional .npy file read a range of rows at a time into one buffer, kept
+    and reused: a long-lived process holds neither the pages of the file that queries
+    touched (as a mapping would) nor the freed buffers of every query before."""
+
+    def __init__(self, path: Path) -> None:
+        mapped = np.load(path, mmap_mode="r")  # its header: type, length, where rows start
+        self.dtype, self.length, self.start = mapped.dtype, len(mapped), mapped.offset
+        del mapped
+        self.handle = path.open("rb")  # kept open: a pruned folder is read on
+        self.buffer = np.empty(0, dtype=self.dtype)
+
+    def __len__(self) -> int:
+        return self.length
+
+    def __getitem__(self, rows: slice) -> np.ndarray:
+        """The rows, in the buffer: valid until the next read."""
+        count = rows.stop - rows.start
+        if len(self.buffer) < count:
+            self.buffer = np.empty(count, dtype=self.dtype)
+        out = self.buffer[:count]
+        read = os.preadv(self.handle.fileno(), [out], self.start + rows.start * out.itemsize)
+        if read != out.nbytes:
+            raise cache.Damaged(Path(self.handle.name), f"{read} bytes where {out.nbytes} were")
+        return out
+
+
 class PostingsFile:
     """The postings of a version's keyword index, from a folder `write_postings_file`
-    wrote: the arrays memory-mapped, the papers' ids in memory."""
+    wrote: each term's rows read from the arrays as a query asks for them, the papers'
+    ids in memory."""
 
     def __init__(self, folder: Path) -> None:
         """Open a folder `write_postings_file` wrote, checked against its record.
@@ -49,9 +79,8 @@ class PostingsFile:
                 if cache.file_sha256(folder / name) != record[name]:
                     raise cache.Damaged(folder / name, "it differs from its record")
             self.names = cache.read_parquet(folder / "names.parquet")["paper_id"]
-            self.offsets, self.docids, self.parts = (
-                np.load(folder / name, mmap_mode="r") for name in ARRAYS
-            )
+            self.offsets = np.load(folder / "offsets.npy")
+            self.docids, self.parts = OnDisk(folder / "docids.npy"), OnDisk(folder / "parts.npy")
         except (OSError, KeyError, TypeError, ValueError) as exc:
             raise cache.Damaged(folder, f"unreadable: {exc}") from None
         if not (
@@ -60,6 +89,8 @@ class PostingsFile:
         ):
             raise cache.Damaged(folder, "its files hold different counts")
         self.id_rows = IdRows(self.names)
+        self.scratch = Scratch(len(self.names))
+        self.lock = threading.Lock()  # one query at a time uses the buffers
 
     def docids_of(self, ids: list[str]) -> np.ndarray:
         """The docids of the papers of `ids` that the index holds."""
@@ -73,23 +104,17 @@ class PostingsFile:
     ) -> list[tuple[str, float]]:
         """The k papers (of `ids`; None for all) of best BM25 summed over `termids`, best
         first, ties by paper_id: sql/search/keyword.sql's answer."""
-        total = np.zeros(len(self.names), dtype=np.float64)
-        held = np.zeros(len(self.names), dtype=bool)
-        for termid in sorted(set(termids)):
-            rows = self.term_rows(termid)
-            docids = np.asarray(self.docids[rows])
-            total[docids] += self.parts[rows]  # a term holds each paper once
-            held[docids] = True
-        if ids is not None:
-            allowed = np.zeros(len(self.names), dtype=bool)
-            allowed[self.docids_of(ids)] = True
-            held &= allowed
-        found = np.flatnonzero(held)
-        scores = rounded(total[found])
-        if len(found) > k:  # only the papers scoring at least the k-th best are sorted
-            keep = scores >= np.partition(scores, len(found) - k)[len(found) - k]
-            found, scores = found[keep], scores[keep]
-        names = self.names.gather(found).to_list()
+        with self.lock:
+            total, held = self.scratch.cleared()
+            for termid in sorted(set(termids)):
+                rows = self.term_rows(termid)
+                docids = self.docids[rows]
+                total[docids] += self.parts[rows]  # a term holds each paper once
+                held[docids] = True
+            if ids is not None:
+                held &= self.scratch.marked(self.docids_of(ids))
+            found, scores = self.scratch.best(k)
+            names = self.names.gather(found).to_list()
         order = sorted(range(len(found)), key=lambda i: (-scores[i], names[i]))[:k]
         return [(names[i], float(scores[i])) for i in order]
 
@@ -99,18 +124,72 @@ class PostingsFile:
         if not ids or not tokens or len(set(termids)) < tokens:
             return set()
         docids = self.docids_of(ids)
-        for termid in set(termids):
-            held = np.asarray(self.docids[self.term_rows(termid)])  # in docid order
-            at = np.minimum(np.searchsorted(held, docids), max(len(held) - 1, 0))
-            docids = docids[held[at] == docids] if len(held) else docids[:0]
+        with self.lock:
+            for termid in set(termids):
+                held = self.docids[self.term_rows(termid)]  # in docid order
+                at = np.minimum(np.searchsorted(held, docids), max(len(held) - 1, 0))
+                docids = docids[held[at] == docids] if len(held) else docids[:0]
         return set(self.names.gather(docids).to_list())
+
+
+class Scratch:
+    """The arrays a query's scores are worked out in, one slot a paper, made once and
+    reused: a query allocates nothing the size of the corpus, so a long-lived process
+    does not keep the freed memory of one query after another (the C allocator raises
+    its threshold for giving large blocks back each time one is freed)."""
+
+    def __init__(self, papers: int) -> None:
+        self.total = np.zeros(papers, dtype=np.float64)  # each paper's sum of parts
+        self.held = np.zeros(papers, dtype=bool)  # papers a term of the query holds
+        self.every = np.arange(papers, dtype=np.int64)
+        self.found = np.empty(papers, dtype=np.int64)
+        self.scores = np.empty(papers, dtype=np.float64)
+        self.work = np.empty(papers, dtype=np.float64)
+        self.mask = np.empty(papers, dtype=bool)
+
+    def cleared(self) -> tuple[np.ndarray, np.ndarray]:
+        """The sums and the held papers, zeroed for a query."""
+        self.total.fill(0.0)
+        self.held.fill(False)
+        return self.total, self.held
+
+    def marked(self, rows: np.ndarray) -> np.ndarray:
+        """A mask of the papers of `rows`."""
+        self.mask.fill(False)
+        self.mask[rows] = True
+        return self.mask
+
+    def best(self, k: int) -> tuple[np.ndarray, np.ndarray]:
+        """The held papers scoring at least the k-th best rounded score (its ties kept),
+        and their rounded scores."""
+        count = int(np.count_nonzero(self.held))
+        found = np.compress(self.held, self.every, out=self.found[:count])
+        scores = np.take(self.total, found, out=self.scores[:count])
+        round_in_place(scores)
+        if count <= k:
+            return found.copy(), scores.copy()
+        work = self.work[:count]
+        np.copyto(work, scores)
+        work.partition(count - k)
+        top = np.flatnonzero(np.greater_equal(scores, work[count - k], out=self.mask[:count]))
+        return found[top], scores[top]
+
+
+def round_in_place(scores: np.ndarray) -> None:
+    """`rounded`, in place."""
+    scale = 10.0**SCORE_DECIMALS
+    np.multiply(scores, scale, out=scores)
+    scores += 0.5
+    np.floor(scores, out=scores)
+    scores /= scale
 
 
 def rounded(scores: np.ndarray) -> np.ndarray:
     """Scores rounded to SCORE_DECIMALS as DuckDB's round(x, 9) rounds them (half away
     from zero), the last bits of a sum made equal whatever order it was added in."""
-    scale = 10.0**SCORE_DECIMALS
-    return np.floor(scores * scale + 0.5) / scale
+    copy = np.array(scores, dtype=np.float64)
+    round_in_place(copy)
+    return copy
 
 
 def write_postings_file(index: duckdb.DuckDBPyConnection, folder: Path) -> int:

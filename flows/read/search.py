@@ -43,7 +43,9 @@ from flows.read.vectors import MatrixVectors, held_vectors
 MODES = ("hybrid", "dense", "keyword")
 CANDIDATES = 100  # hits each retriever hands to the fusion
 CARDS_ASKED = 1_000  # the most cards a held corpus is asked for at once
-HELD_MEMORY = "512MB"  # what DuckDB may hold of a held corpus's keyword index and cards
+# What DuckDB may hold of a held corpus's keyword index (its words) and cards: its
+# postings are read from arrays (`PostingsFile`), not through DuckDB's blocks.
+HELD_MEMORY = "256MB"
 
 
 def version_model(con: duckdb.DuckDBPyConnection) -> str:
