@@ -75,14 +75,15 @@ def parse_file(job: ingest.ParseJob, settings: Settings) -> str:
 
 @task(name="embed_papers", cache_policy=NO_CACHE)
 def embed_papers(papers: pl.DataFrame, settings: Settings) -> embed.EmbedResult:
-    """Vectors for every paper; only texts new for this model are encoded.
+    """Vectors for every paper (the table in paper_id order); only texts new for this model
+    are encoded.
 
     On a cluster, the texts to encode go to the workers in shards (`encode_shard`). The
     sample of reduced-precision vectors is left for `check_agreement`, which runs beside
     the derive stage.
     """
     _, info = embed.load_model(settings.model, settings.device, settings.precision)
-    return embed.embed_papers(
+    embedded = embed.embed_papers(
         papers,
         settings.model,
         settings.batch_size,
@@ -96,6 +97,9 @@ def embed_papers(papers: pl.DataFrame, settings: Settings) -> embed.EmbedResult:
         pieces=2 * cluster_workers(),
         check=False,
     )
+    # In paper_id order, as the run publishes it: one frame of every vector, not two.
+    embedded.table = embedded.table.sort("paper_id")
+    return embedded
 
 
 @task(name="encode_shard", cache_policy=NO_CACHE)

@@ -6,7 +6,6 @@ from __future__ import annotations
 import tempfile
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
-from functools import cached_property
 from pathlib import Path
 
 import polars as pl
@@ -46,8 +45,10 @@ Part = tuple[Path, str | None, tuple[int, int] | None]
 class IngestResult:
     """What ingest hands on: the files seen, accepted records and rejects.
 
-    Accepted records live in Parquet parts (the parse cache or a temporary folder) and
-    are read when `records` is first used; `scan_records()` reads them lazily.
+    Accepted records live in Parquet parts (the parse cache or a temporary folder): each
+    use of `records` reads them, and `scan_records()` reads them lazily. Nothing keeps
+    them in memory after a use, so a run holds the papers built from them and not the
+    records as well.
     """
 
     sources: pl.DataFrame
@@ -100,7 +101,7 @@ class IngestResult:
             .select(columns)
         )
 
-    @cached_property
+    @property
     def records(self) -> pl.DataFrame:
         return self.scan_records().collect()
 
