@@ -15,9 +15,11 @@ import contextlib
 import hashlib
 import io
 import json
+import os
 import shutil
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
+from typing import TypeVar
 
 import polars as pl
 
@@ -27,6 +29,7 @@ from flows.core.run_record import run_logger
 SEAL = ".seal"
 
 Check = Callable[[pl.DataFrame], str | None]  # why the rows cannot be trusted, or None
+T = TypeVar("T")
 
 
 class Damaged(Exception):
@@ -216,3 +219,61 @@ def warn(damage: Damaged, what: str) -> None:
     """The one warning line of a damaged cache file: what it is, why, and `what` is done."""
 
     run_logger().warning("cache: %s is damaged (%s): %s", damage.path, damage.reason, what)
+
+
+# A folder of cache files kept whole (a long-lived search's vectors and postings): written
+# under a temporary name with a record of its files' digests, moved into place at once,
+# and checked against the record when opened.
+RECORD = "record.json"
+
+
+@contextlib.contextmanager
+def folder_in_place(folder: Path) -> Iterator[Path]:
+    """A fresh temporary folder beside `folder` to write into, moved into place whole on
+    leaving (where another process wrote the same folder meanwhile, that one is kept);
+    removed where the writing fails."""
+    tmp = folder.with_name(f"{folder.name}.{os.getpid()}.tmp")
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
+    try:
+        yield tmp
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    try:
+        os.replace(tmp, folder)
+    except OSError:
+        if not folder.is_dir():
+            raise
+        shutil.rmtree(tmp)
+
+
+def write_folder_record(folder: Path, files: Iterable[str], **facts: object) -> None:
+    """Record the digests of `files` of `folder`, and `facts` (counts), in its record."""
+    write_record(folder / RECORD, {name: file_sha256(folder / name) for name in files} | facts)
+
+
+def read_folder_record(folder: Path, files: Iterable[str]) -> dict:
+    """The record of a folder `write_folder_record` wrote, `files` checked against it.
+
+    Raises:
+        Damaged: a file differs from what the record says.
+        OSError, KeyError, TypeError, ValueError: a file or the record is unreadable.
+    """
+    record = read_record(folder / RECORD)
+    for name in files:
+        if file_sha256(folder / name) != record[name]:
+            raise Damaged(folder / name, "it differs from its record")
+    return record
+
+
+def opened(folder: Path, kind: Callable[[Path], T], redo: str) -> T | None:
+    """`kind(folder)`: a folder of cache files opened and checked; None where there is
+    none, or where it is damaged (then it is dropped, with one warning saying `redo`)."""
+    try:
+        return kind(folder)
+    except FileNotFoundError:
+        return None
+    except Damaged as damage:
+        dropped(damage, redo, folder)
+        return None

@@ -16,7 +16,6 @@ terms' rows.
 from __future__ import annotations
 
 import os
-import shutil
 import threading
 from pathlib import Path
 
@@ -74,10 +73,7 @@ class PostingsFile:
         if not folder.is_dir():
             raise FileNotFoundError(folder)
         try:
-            record = cache.read_record(folder / "record.json")
-            for name in ARRAYS:
-                if cache.file_sha256(folder / name) != record[name]:
-                    raise cache.Damaged(folder / name, "it differs from its record")
+            record = cache.read_folder_record(folder, ARRAYS)
             self.names = cache.read_parquet(folder / "names.parquet")["paper_id"]
             self.offsets = np.load(folder / "offsets.npy")
             self.docids, self.parts = OnDisk(folder / "docids.npy"), OnDisk(folder / "parts.npy")
@@ -206,20 +202,11 @@ def write_postings_file(index: duckdb.DuckDBPyConnection, folder: Path) -> int:
     ).fetchall()
     if papers and (first, last) != (0, papers - 1):
         raise ValueError(f"docids {first}..{last} for {papers} papers")
-    tmp = folder.with_name(f"{folder.name}.{os.getpid()}.tmp")
-    shutil.rmtree(tmp, ignore_errors=True)
-    tmp.mkdir(parents=True)
-    count = copy_postings(index, tmp)
-    names = index.execute("select name as paper_id from fts_main_docs.docs order by docid").pl()
-    cache.write_parquet(tmp / "names.parquet", names)
-    record = {name: cache.file_sha256(tmp / name) for name in ARRAYS}
-    cache.write_record(tmp / "record.json", record | {"papers": papers, "postings": count})
-    try:
-        os.replace(tmp, folder)
-    except OSError:
-        if not folder.is_dir():
-            raise
-        shutil.rmtree(tmp)  # another process wrote the same version's folder meanwhile
+    with cache.folder_in_place(folder) as tmp:
+        count = copy_postings(index, tmp)
+        names = index.execute("select name as paper_id from fts_main_docs.docs order by docid")
+        cache.write_parquet(tmp / "names.parquet", names.pl())
+        cache.write_folder_record(tmp, ARRAYS, papers=papers, postings=count)
     return count
 
 
@@ -256,12 +243,8 @@ def held_postings(index: duckdb.DuckDBPyConnection, folder: Path) -> PostingsFil
     """The postings of the keyword index in use on `index`, for a long-lived search: the
     `PostingsFile` in `folder`, written first where there is none (or it is damaged: then
     dropped, with one warning, and written again)."""
-    try:
-        return PostingsFile(folder)
-    except FileNotFoundError:
-        pass
-    except cache.Damaged as damage:
-        cache.dropped(damage, REDO, folder)
+    if (kept := cache.opened(folder, PostingsFile, REDO)) is not None:
+        return kept
     write_postings_file(index, folder)
     return PostingsFile(folder)
 

@@ -11,8 +11,6 @@ times a search).
 from __future__ import annotations
 
 import functools
-import os
-import shutil
 from pathlib import Path
 
 import duckdb
@@ -28,6 +26,7 @@ SCREEN = 10  # papers the codes hand on to exact scoring, per hit asked (1,000 a
 SCREEN_MIN = 1_000
 BATCH = 50_000  # rows read from the version, and coded, at a time
 REDO = "the version's vectors are read again"
+FILES = ("vectors.npy", "codes.faiss")  # checked against the folder's record
 
 
 class MatrixVectors:
@@ -100,10 +99,7 @@ class VectorFile(MatrixVectors):
         if not folder.is_dir():
             raise FileNotFoundError(folder)
         try:
-            record = cache.read_record(folder / "record.json")
-            for name in ("vectors.npy", "codes.faiss"):
-                if cache.file_sha256(folder / name) != record[name]:
-                    raise cache.Damaged(folder / name, "it differs from its record")
+            record = cache.read_folder_record(folder, FILES)
             ids = cache.read_parquet(folder / "ids.parquet")
             matrix = np.load(folder / "vectors.npy", mmap_mode="r")
             self.codes = faiss.read_index(str(folder / "codes.faiss"))
@@ -138,21 +134,28 @@ def write_vector_file(con: duckdb.DuckDBPyConnection, folder: Path) -> int:
     codes.faiss (8-bit codes, trained on the first batch) and record.json (their counts
     and digests). Written under a temporary name and moved into place whole. Returns the
     papers written (0: the version has no vectors, and nothing is written)."""
-    import faiss
-
     [(count,)] = con.execute("select count(embedding) from embeddings").fetchall()
     if count == 0:
         return 0
-    tmp = folder.with_name(f"{folder.name}.{os.getpid()}.tmp")
-    shutil.rmtree(tmp, ignore_errors=True)
-    tmp.mkdir(parents=True)
+    with cache.folder_in_place(folder) as tmp:
+        ids = copy_vectors(con, tmp, count)
+        cache.write_parquet(tmp / "ids.parquet", ids.rename("paper_id").to_frame())
+        cache.write_folder_record(tmp, FILES, rows=count)
+    return count
+
+
+def copy_vectors(con: duckdb.DuckDBPyConnection, folder: Path, count: int) -> pl.Series:
+    """The version's `count` vectors, BATCH at a time, into vectors.npy and their 8-bit
+    codes into codes.faiss in `folder`; their papers' ids in order."""
+    import faiss
+
     reader = con.execute(read_sql("search/vectors"), {"ids": None}).fetch_record_batch(BATCH)
     matrix, codes, ids, at = None, None, [], 0
     for batch in reader:
         rows = as_matrix(pl.from_arrow(batch.column(1)))
         if matrix is None:
             shape = (count, rows.shape[1])
-            matrix = np.lib.format.open_memmap(tmp / "vectors.npy", "w+", np.float32, shape)
+            matrix = np.lib.format.open_memmap(folder / "vectors.npy", "w+", np.float32, shape)
             codes = faiss.IndexScalarQuantizer(
                 rows.shape[1], faiss.ScalarQuantizer.QT_8bit, faiss.METRIC_INNER_PRODUCT
             )
@@ -163,29 +166,16 @@ def write_vector_file(con: duckdb.DuckDBPyConnection, folder: Path) -> int:
         at += len(rows)
     matrix.flush()
     del matrix
-    faiss.write_index(codes, str(tmp / "codes.faiss"))
-    cache.write_parquet(tmp / "ids.parquet", pl.concat(ids).rename("paper_id").to_frame())
-    record = {name: cache.file_sha256(tmp / name) for name in ("vectors.npy", "codes.faiss")}
-    cache.write_record(tmp / "record.json", record | {"rows": count})
-    try:
-        os.replace(tmp, folder)
-    except OSError:
-        if not folder.is_dir():
-            raise
-        shutil.rmtree(tmp)  # another process wrote the same version's folder meanwhile
-    return count
+    faiss.write_index(codes, str(folder / "codes.faiss"))
+    return pl.concat(ids)
 
 
 def held_vectors(con: duckdb.DuckDBPyConnection, folder: Path) -> MatrixVectors:
     """The attached version's vectors for a long-lived search: the `VectorFile` in
     `folder`, written first where there is none (or it is damaged: then dropped, with one
     warning, and written again); in memory where the version has no vectors."""
-    try:
-        return VectorFile(folder)
-    except FileNotFoundError:
-        pass
-    except cache.Damaged as damage:
-        cache.dropped(damage, REDO, folder)
+    if (kept := cache.opened(folder, VectorFile, REDO)) is not None:
+        return kept
     if write_vector_file(con, folder) == 0:
         return MatrixVectors.of(con)
     return VectorFile(folder)
