@@ -190,7 +190,7 @@ class Corpus:
 
     def holding_every_word(self, text: str, ids: list[str]) -> set[str]:
         """Those of `ids` that hold every term of `text` (its stop words left out)."""
-        if self.postings is None:
+        if self.postings is None or not ids:
             return holding_every_word(self.keyword, text, ids)
         [(terms,)] = self.keyword.execute(read_sql("search/terms"), {"text": text}).fetchall()
         return self.postings.holding_all(*asked_terms(self.keyword, terms), ids)
