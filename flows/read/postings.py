@@ -220,6 +220,8 @@ def copy_postings(index: duckdb.DuckDBPyConnection, folder: Path) -> int:
     per_term = np.zeros(terms, dtype=np.int64)
     at, previous = 0, (-1, -1)
     for batch in index.execute(read_sql("search/postings_arrays")).fetch_record_batch(BATCH):
+        if not len(batch):
+            continue
         termid, docid = batch.column(0).to_numpy(), batch.column(1).to_numpy()
         if not in_order(previous, termid, docid):
             raise ValueError("the keyword index's postings are not in term and paper order")
