@@ -172,20 +172,13 @@ class Scratch:
 
 
 def round_in_place(scores: np.ndarray) -> None:
-    """`rounded`, in place."""
+    """Round scores to SCORE_DECIMALS in place, as DuckDB's round(x, 9) rounds them (half
+    away from zero): the last bits of a sum made equal whatever order it was added in."""
     scale = 10.0**SCORE_DECIMALS
     np.multiply(scores, scale, out=scores)
     scores += 0.5
     np.floor(scores, out=scores)
     scores /= scale
-
-
-def rounded(scores: np.ndarray) -> np.ndarray:
-    """Scores rounded to SCORE_DECIMALS as DuckDB's round(x, 9) rounds them (half away
-    from zero), the last bits of a sum made equal whatever order it was added in."""
-    copy = np.array(scores, dtype=np.float64)
-    round_in_place(copy)
-    return copy
 
 
 def write_postings_file(index: duckdb.DuckDBPyConnection, folder: Path) -> int:
