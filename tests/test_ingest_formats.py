@@ -690,7 +690,7 @@ def test_parses_are_cached_and_redone_when_the_settings_change(tmp_path):
     assert changed.records["venue"].to_list() == ["X"]
 
 
-def test_accepted_records_are_spilled_to_parquet_and_read_lazily(tmp_path, monkeypatch):
+def test_accepted_records_are_spilled_to_parquet_and_read_from_it(tmp_path, monkeypatch):
     monkeypatch.setattr(ingest_read, "BATCH_RECORDS", 2)
     path = write(
         tmp_path / "five.jsonl",
@@ -698,10 +698,10 @@ def test_accepted_records_are_spilled_to_parquet_and_read_lazily(tmp_path, monke
     )
     result = ingest.ingest([path])
     assert len(result.parts) == 3 and all(p.exists() for p, _, _ in result.parts)
-    lazy = result.scan_records()
-    assert isinstance(lazy, pl.LazyFrame)
-    assert lazy.select(pl.len()).collect().item() == 5
-    assert result.records["record_no"].to_list() == [1, 2, 3, 4, 5]
+    records = result.records
+    assert records["record_no"].to_list() == [1, 2, 3, 4, 5]
+    assert records["source_path"].unique().to_list() == [ingest.shown(path)]
+    assert records["abstract"].to_list() == [ONE, TWO, THREE, ONE, TWO]
 
 
 def test_abstracts_over_max_words_are_rejected(tmp_path):

@@ -46,9 +46,8 @@ class IngestResult:
     """What ingest hands on: the files seen, accepted records and rejects.
 
     Accepted records live in Parquet parts (the parse cache or a temporary folder): each
-    use of `records` reads them, and `scan_records()` reads them lazily. Nothing keeps
-    them in memory after a use, so a run holds the papers built from them and not the
-    records as well.
+    use of `records` reads them. Nothing keeps them in memory after a use, so a run holds
+    the papers built from them and not the records as well.
     """
 
     sources: pl.DataFrame
@@ -60,50 +59,28 @@ class IngestResult:
     schema: dict = field(default_factory=dict)
     workdir: tempfile.TemporaryDirectory | None = None  # holds the parts when not cached
 
-    def scan_records(self) -> pl.LazyFrame:
-        """Accepted records of every file, in file and record order, read lazily.
-
-        All parts are read in one scan, each once (files of equal content, and small files
-        parsed together, share their parts), and each file's rows get its path, so a raw
-        folder that gains a file a day does not slow every run down.
-        """
-        if not self.parts:
-            return pl.LazyFrame(schema=self.schema)
-        unique = list(dict.fromkeys(str(part) for part, _, _ in self.parts))
-        columns = list(pl.read_parquet_schema(unique[0]))
-        rows = (
-            pl.scan_parquet(unique, include_file_paths="_part")
-            .with_columns(_row=pl.int_range(pl.len(), dtype=pl.Int64).over("_part"))
-            .rename({"source_path": "_own"})
-        )
-        files = pl.LazyFrame(
-            {
-                "_part": [str(part) for part, _, _ in self.parts],
-                "source_path": [path for _, path, _ in self.parts],
-                "_start": [span[0] if span else None for _, _, span in self.parts],
-                "_stop": [span[1] if span else None for _, _, span in self.parts],
-            },
-            schema={"_part": pl.String, "source_path": pl.String, "_start": pl.Int64,
-                    "_stop": pl.Int64},
-        ).with_row_index("_file")  # fmt: skip
-        whole = files.filter(pl.col("_start").is_null()).join(rows, on="_part")
-        # A file's rows of a shared part: one row of `files` per record, joined on both.
-        spans = (
-            files.filter(pl.col("_start").is_not_null())
-            .with_columns(_row=pl.int_ranges("_start", "_stop", dtype=pl.Int64))
-            .explode("_row")
-            .join(rows, on=["_part", "_row"])
-        )
-        return (
-            pl.concat([whole, spans], how="diagonal")
-            .with_columns(source_path=pl.coalesce("source_path", "_own"))
-            .sort("_file", "_row")
-            .select(columns)
-        )
-
     @property
     def records(self) -> pl.DataFrame:
-        return self.scan_records().collect()
+        """Accepted records of every file, in file and record order.
+
+        Each part is read once (files of equal content, and small files parsed together,
+        share their parts) and each file's rows are a slice of it that carries the file's
+        path: the records are the parts as read, not joined and sorted into a copy, and a
+        raw folder that gains a file a day does not slow every run down.
+        """
+        if not self.parts:
+            return pl.DataFrame(schema=self.schema)
+        read: dict[Path, pl.DataFrame] = {}
+        pieces = []
+        for part, path, span in self.parts:
+            if (rows := read.get(part)) is None:
+                rows = read[part] = pl.read_parquet(part)
+            if span is not None:
+                rows = rows.slice(span[0], span[1] - span[0])
+            if path is not None:  # else the rows carry their own paths
+                rows = rows.with_columns(source_path=pl.lit(path, pl.String))
+            pieces.append(rows)
+        return pl.concat(pieces, rechunk=False)
 
 
 def ingest(
