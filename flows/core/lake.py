@@ -73,6 +73,17 @@ def connect(
     return con
 
 
+def bounded(spill: Path, memory: str) -> duckdb.DuckDBPyConnection:
+    """A connection without extensions whose tables and queries hold at most `memory`
+    (a DuckDB size, "2GB"): the rest is spilled to the folder `spill`, not held beside
+    the run's frames."""
+    con = connect(extensions=())
+    spill.mkdir(parents=True, exist_ok=True)
+    con.execute(f"set temp_directory = '{spill}'")
+    con.execute(f"set memory_limit = '{memory}'")
+    return con
+
+
 def postgres_conninfo(settings: Settings) -> str | None:
     """The libpq connection string of a PostgreSQL catalog; None for the DuckDB file.
 

@@ -13,7 +13,7 @@ import numpy as np
 import polars as pl
 
 from flows.core import tables
-from flows.core.lake import connect, read_sql, stage_frames
+from flows.core.lake import bounded, read_sql, stage_frames
 from flows.core.run_record import run_logger
 from flows.core.settings import Settings
 from flows.core.tables import derived_tables, sql_tables
@@ -31,6 +31,8 @@ SQL_TABLES = tuple(sql_tables())
 # What the SQL reads besides the published tables: dropped once they are built.
 SCRATCH = (*LIST_FRAMES, "topic_centroids", "stopwords", "mention_vocabulary", "term_counts",
            "paper_digests")  # fmt: skip
+# What the stage's DuckDB holds of its tables and queries; the rest is spilled to disk.
+DERIVE_MEMORY = "1GB"
 # The papers' texts: the SQL that reads abstracts reads them from the frame (`PaperRows`).
 TEXTS = ["abstract", "abstract_raw"]
 
@@ -63,7 +65,7 @@ def derive_tables(
         rows_task: the Prefect task that searches a range of rows on a worker
             (`search_rows`), used where the flow runs on a Dask cluster.
     """
-    con = connect(extensions=())
+    con = bounded(settings.cache_path / "spill", DERIVE_MEMORY)
     try:
         # The abstracts stay out of DuckDB's papers (the SQL that reads them reads
         # `inputs["papers"]`), and no SQL of sql/ reads the raw abstracts.

@@ -12,7 +12,7 @@ import duckdb
 import polars as pl
 
 from flows.core import data_path
-from flows.core.lake import LAKE, STAGE, connect, staged
+from flows.core.lake import LAKE, STAGE, bounded, staged
 from flows.core.settings import Settings
 from flows.publish.plan import HASHED_PLAN_ROWS, prepare, row_hashes
 from flows.publish.published import PublishedDigests, PublishedRows, table_digest
@@ -183,18 +183,6 @@ def publish(
     return commit(con, settings, prepare(con, settings), message, manifest, embedding_dim)
 
 
-def bounded(settings: Settings) -> duckdb.DuckDBPyConnection:
-    """The connection a publish stages and plans in: what it copies of the run's tables
-    beyond PUBLISH_MEMORY is spilled to the cache's spill folder, not held beside the
-    frames (a cold run's whole tables, or a run whose row hashes are gone)."""
-    con = connect(extensions=())
-    spill = settings.cache_path / "spill"
-    spill.mkdir(parents=True, exist_ok=True)
-    con.execute(f"set temp_directory = '{spill}'")
-    con.execute(f"set memory_limit = '{PUBLISH_MEMORY}'")
-    return con
-
-
 def publish_tables(
     tables: dict[str, pl.DataFrame],
     settings: Settings,
@@ -215,7 +203,8 @@ def publish_tables(
         hashes = {name: row_hashes(frames[name], keys) for name, keys in TABLE_KEYS.items()}
     else:
         digests = {name: table_digest(frame) for name, frame in frames.items()}
-    con = staged({name: tables[name] for name in HISTORY_TABLES}, bounded(settings))
+    history = {name: tables[name] for name in HISTORY_TABLES}
+    con = staged(history, bounded(settings.cache_path / "spill", PUBLISH_MEMORY))
     try:
         plans = prepare(con, settings, frames, hashes, digests)
         kept_rows = (settings, hashes) if hashes is not None else None
