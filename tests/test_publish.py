@@ -180,7 +180,7 @@ def test_the_next_run_of_a_process_takes_what_it_published_until_the_catalog_cha
 def test_kept_row_hashes_serve_only_the_snapshot_that_wrote_them(con, tmp_path):
     """`PublishedRows` is read only while the catalog's latest snapshot is the one whose
     commit kept it: after any other commit, or in another catalog, the plan reads the
-    catalog instead."""
+    catalog instead (a warehouse moved whole keeps them: the test below)."""
     settings = Settings(warehouse=tmp_path / "warehouse")
     con.execute(f"create table {LAKE}.main.topics (topic_id integer, label varchar)")
     con.execute(f"insert into {LAKE}.main.topics values (1, 'a'), (2, 'b')")
@@ -192,9 +192,14 @@ def test_kept_row_hashes_serve_only_the_snapshot_that_wrote_them(con, tmp_path):
     loaded = kept.load(con)
     assert loaded is not None and loaded["topics"].equals(hashes["topics"])
     assert loaded["topics"].columns == ["topic_id", "_row_hash", "_copy"]
-    elsewhere = PublishedRows(Settings(warehouse=tmp_path / "other"))
-    elsewhere.folder = kept.folder  # the same files, said of another catalog
-    assert elsewhere.load(con) is None
+    # The same files, read beside another catalog whose snapshots have the same ids.
+    other = connect(extensions=())
+    attach(other, Settings(warehouse=tmp_path / "other"), create=True)
+    other.execute(f"create table {LAKE}.main.topics (topic_id integer, label varchar)")
+    other.execute(f"insert into {LAKE}.main.topics values (1, 'a'), (2, 'b')")
+    assert kept.stamp(other)["snapshot"] == kept.stamp(con)["snapshot"]
+    assert kept.load(other) is None
+    other.close()
     con.execute(f"insert into {LAKE}.main.topics values (3, 'c')")  # another commit
     assert kept.load(con) is None
     # A cache that cannot be written leaves the published version as it is, and no stamp.
@@ -202,6 +207,24 @@ def test_kept_row_hashes_serve_only_the_snapshot_that_wrote_them(con, tmp_path):
     kept.folder.write_text("a file where the folder would be")
     kept.save(con, hashes)
     assert kept.load(con) is None
+
+
+def test_a_warehouse_moved_whole_keeps_what_its_last_commit_kept(sample_run, tmp_path):
+    """A warehouse moved (or copied) with its cache plans its next publish from the
+    digests its last commit kept, as where it was: the catalog is named by its snapshots,
+    not by its path."""
+    from flows.publish import PublishedDigests
+
+    moved = Settings(warehouse=tmp_path / "moved", raw=sample_run.settings.raw)
+    shutil.copytree(sample_run.settings.warehouse, moved.warehouse)
+    kept = {}
+    for settings in (sample_run.settings, moved):
+        con = connect(extensions=())
+        attach(con, settings, read_only=True)
+        kept[settings.warehouse] = PublishedDigests(settings).load(con)
+        con.close()
+    assert set(kept[moved.warehouse]) == set(TABLE_KEYS)
+    assert kept[moved.warehouse] == kept[sample_run.settings.warehouse]
 
 
 def test_a_table_digest_ignores_row_order_and_sees_any_change_of_rows_or_types():

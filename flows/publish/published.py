@@ -13,7 +13,7 @@ import duckdb
 import polars as pl
 
 from flows.core import cache
-from flows.core.lake import LAKE, catalog_name
+from flows.core.lake import LAKE
 from flows.core.settings import Settings
 from flows.publish.stage import TABLE_KEYS
 
@@ -23,15 +23,18 @@ class PublishedRows:
     them, kept in the cache by the run that committed it, so that the next run plans its
     publish without reading the catalog's tables (`plan_from_hashes`).
 
-    One Parquet file per table and a stamp naming the catalog, its snapshot (id and time)
-    and the Polars version (whose hashes these are). The stamp is removed before the files
-    change and written after them: a cache whose stamp does not name the catalog's latest
-    snapshot, which any other commit makes, is not used.
+    One Parquet file per table and a stamp naming the catalog (the time of its first
+    snapshot), its latest snapshot (id and time) and the Polars version (whose hashes
+    these are). The stamp is removed before the files change and written after them: a
+    cache whose stamp does not name the catalog's latest snapshot, which any other commit
+    makes, is not used. The catalog is named by what it holds, not by where it lies: a
+    warehouse moved or copied whole (its cache with it) plans its next publish from the
+    hashes as before, while another catalog, whose snapshots were made at other times,
+    never matches.
     """
 
     def __init__(self, settings: Settings):
         self.folder = settings.cache_path / "published"
-        self.catalog = catalog_name(settings)
 
     @property
     def stamp_path(self) -> Path:
@@ -39,11 +42,12 @@ class PublishedRows:
 
     def stamp(self, con: duckdb.DuckDBPyConnection) -> dict:
         """The stamp of the catalog attached on `con` as it is now."""
-        snapshot, at = con.execute(
-            f"select snapshot_id, snapshot_time::varchar from {LAKE}.snapshots() "
-            "order by snapshot_id desc limit 1"
+        first, snapshot, at = con.execute(
+            "select min_by(snapshot_time, snapshot_id)::varchar, max(snapshot_id), "
+            f"max_by(snapshot_time, snapshot_id)::varchar from {LAKE}.snapshots()"
         ).fetchone()
-        return {"catalog": self.catalog, "snapshot": snapshot, "time": at, "polars": pl.__version__}
+        return {"catalog_started": first, "snapshot": snapshot, "time": at,
+                "polars": pl.__version__}  # fmt: skip
 
     def load(self, con: duckdb.DuckDBPyConnection) -> dict[str, pl.DataFrame] | None:
         """The hashes of every keyed table, if they are those of the latest snapshot (and
