@@ -11,7 +11,8 @@ from flows.core.lake import LAKE, attach, connect
 from flows.core.settings import Settings
 from flows.core.tables import keyed_tables
 from flows.publish import STAGE, PublishedRows, plan_changes, row_hashes
-from flows.publish.plan import plan_from_hashes
+from flows.publish import plan as planning
+from flows.publish.plan import catalog_hashes, plan_from_hashes
 from flows.publish.snapshot import apply_changes
 
 TABLE_KEYS = keyed_tables()
@@ -35,18 +36,24 @@ def published_and_staged(con, name: str, columns: str, lake_rows: str, staged_ro
     con.execute(f"insert into {STAGE}.{name} values {staged_rows}")
 
 
-@pytest.fixture(params=["catalog", "hashes"])
-def planner(request):
-    """Both ways a publish is planned: the staged table against the catalog's
+@pytest.fixture(params=["catalog", "hashes", "catalog hashes"])
+def planner(request, monkeypatch):
+    """Every way a publish is planned: the staged table against the catalog's
     (`plan_changes`), and the table's row hashes against those kept of the catalog's rows
-    (`plan_from_hashes`, here given the lake table's hashes)."""
+    (`plan_from_hashes`, here given the lake table's hashes), or against those made from
+    the catalog's rows a batch at a time where none were kept (`catalog_hashes`, two rows
+    a batch)."""
     if request.param == "catalog":
         return plan_changes
+    monkeypatch.setattr(planning, "CATALOG_BATCH_ROWS", 2)
 
     def from_hashes(con, name: str, keys: tuple[str, ...]) -> str:
-        lake = con.table(f"{LAKE}.main.{name}").pl()
         frame = con.table(f"{STAGE}.{name}").pl()
-        hashes, published = row_hashes(frame, keys), row_hashes(lake, keys)
+        if request.param == "hashes":
+            published = row_hashes(con.table(f"{LAKE}.main.{name}").pl(), keys)
+        else:
+            published = catalog_hashes(con, {name: frame}, {name: keys})[name]
+        hashes = row_hashes(frame, keys)
         modes = plan_from_hashes(
             con, {name: frame}, {name: hashes}, {name: published}, {name: keys}
         )

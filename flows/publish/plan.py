@@ -19,6 +19,8 @@ ROW_HASH, COPY = "_row_hash", "_copy"
 # bench/publish_delta.py measures both ways). Below it DuckDB's comparison is as quick and,
 # unlike Polars' many small steps, leaves the GIL to the suites that run beside it.
 HASHED_PLAN_ROWS = 20_000
+# Rows of a catalog's table read at a time where its row hashes are made (`catalog_hashes`).
+CATALOG_BATCH_ROWS = 100_000
 
 
 def row_hash(columns: list[tuple[str, str]]) -> str:
@@ -46,11 +48,48 @@ def row_hashes(frame: pl.DataFrame, keys: tuple[str, ...]) -> pl.DataFrame:
     Where no two rows hash alike every copy number is 0, and seeing that the hashes are
     distinct is far quicker than counting copies.
     """
-    hashed = frame.select(keys).with_columns(frame.hash_rows().alias(ROW_HASH))
+    return with_copies(frame.select(keys).with_columns(frame.hash_rows().alias(ROW_HASH)), keys)
+
+
+def with_copies(hashed: pl.DataFrame, keys: tuple[str, ...]) -> pl.DataFrame:
+    """Keys and row hashes (`hashed`) with each row's copy number (`row_hashes`)."""
     if hashed[ROW_HASH].n_unique() == hashed.height:
         return hashed.with_columns(pl.lit(0, dtype=pl.UInt32).alias(COPY))
     copy = pl.int_range(pl.len(), dtype=pl.UInt32).over([*keys, ROW_HASH])
     return hashed.with_columns(copy.alias(COPY))
+
+
+def catalog_hashes(
+    con: duckdb.DuckDBPyConnection,
+    frames: dict[str, pl.DataFrame],
+    keyed: dict[str, tuple[str, ...]] = TABLE_KEYS,
+) -> dict[str, pl.DataFrame] | None:
+    """`row_hashes` of the catalog's rows of each table of `frames`, where the cache kept
+    none (`PublishedRows`), read a batch at a time as the frame's columns and types: only
+    keys and hashes are held, not a copy of the table.
+
+    A table the catalog lacks, or holds with other columns, gets none: `plan_from_hashes`
+    replaces it whole. None where a table's rows cannot take the frame's types: the plan
+    compares the tables in DuckDB instead."""
+    lake = table_columns(con, LAKE)
+    hashes = {}
+    for name, frame in frames.items():
+        keys = keyed[name]
+        if name not in lake or [column for column, _ in lake[name]] != frame.columns:
+            hashes[name] = row_hashes(frame.clear(), keys)
+            continue
+        columns = ", ".join(f'"{column}"' for column in frame.columns)
+        query = con.execute(f"select {columns} from {LAKE}.main.{name}")
+        try:
+            parts = [
+                row_hashes(pl.from_arrow(batch).cast(frame.schema), keys).drop(COPY)
+                for batch in query.fetch_record_batch(CATALOG_BATCH_ROWS)
+            ]
+        except pl.exceptions.PolarsError:
+            return None
+        hashed = pl.concat(parts) if parts else row_hashes(frame.clear(), keys).drop(COPY)
+        hashes[name] = with_copies(hashed, keys)
+    return hashes
 
 
 def plan_changes(
@@ -151,9 +190,10 @@ def prepare(
     attach(con, settings, create=True)
     try:
         start_writing(con, settings)
-        published = PublishedRows(settings).load(con) if hashes is not None else None
-        if published is not None:
-            return plan_from_hashes(con, frames, hashes, published)
+        if hashes is not None:
+            published = PublishedRows(settings).load(con) or catalog_hashes(con, frames)
+            if published is not None:
+                return plan_from_hashes(con, frames, hashes, published)
         kept = PublishedDigests(settings).load(con) if digests else {}
         same = {name for name in TABLE_KEYS if name in kept and kept[name] == digests[name]}
         if frames is not None:
