@@ -477,3 +477,39 @@ def test_a_new_process_uses_the_projects_suites_and_writes_only_a_changed_one(
     project.definition(validate.Suite(suite.name, suite.id_columns, suite.expectations[:-1]))
     assert suite_file.stat().st_mtime_ns > written[suite_file]
     assert [key.name for key in project.suite_pages_due(["papers"])] == ["papers"]
+
+
+def test_derived_columns_hand_duckdb_only_the_columns_they_name(monkeypatch):
+    """A suite's derived columns read only the columns their expressions name: the other
+    columns (a million abstracts) are never handed to DuckDB, which copied them; an
+    expression that names none still gives one value a row."""
+    import duckdb
+    import polars as pl
+
+    from flows.validate import suites
+
+    handed, connect = [], duckdb.connect
+
+    class Watched:
+        """A real DuckDB connection that notes the columns of each frame registered."""
+
+        def __init__(self):
+            self.con = connect()
+
+        def register(self, name, frame):
+            handed.append(frame.columns)
+            return self.con.register(name, frame)
+
+        def __getattr__(self, name):
+            return getattr(self.con, name)
+
+    monkeypatch.setattr(suites.duckdb, "connect", Watched)
+    frame = pl.DataFrame(
+        {"flags": [["a", "b"], None, []], "abstract": ["x", "y", "z"], "year": [1, 2, 3]}
+    )
+    out = suites.derived_columns(frame, (("flag_count", "coalesce(len(flags), 0)"), ("one", "1")))
+    assert out.columns == ["flag_count", "one"]
+    assert out["flag_count"].to_list() == [2, 0, 0]
+    assert out["one"].to_list() == [1, 1, 1]
+    assert suites.derived_columns(frame, (("one", "1"),))["one"].to_list() == [1, 1, 1]
+    assert handed == [["flags"], ["flags"]]
