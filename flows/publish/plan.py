@@ -69,9 +69,12 @@ def catalog_hashes(
     keys and hashes are held, not a copy of the table.
 
     A table the catalog lacks, or holds with other columns, gets none: `plan_from_hashes`
-    replaces it whole. None where a table's rows cannot take the frame's types: the plan
-    compares the tables in DuckDB instead."""
+    replaces it whole. None where the catalog holds none of the tables (a first version:
+    each is staged whole once) or a table's rows cannot take the frame's types (the plan
+    compares the tables in DuckDB instead)."""
     lake = table_columns(con, LAKE)
+    if not lake.keys() & frames.keys():
+        return None
     hashes = {}
     for name, frame in frames.items():
         keys = keyed[name]
