@@ -1366,3 +1366,27 @@ def test_topics_of_more_papers_than_a_fit_takes_are_fit_on_a_sample_and_joined_n
     # The same partition as a fit on every paper, whatever the clusters' numbering.
     pairs = set(zip(whole_labels.tolist(), labels.tolist(), strict=True))
     assert len(pairs) == 4
+
+
+def test_the_embedding_matrix_is_a_view_of_the_table_in_paper_order():
+    """The matrix the derive stage reads is the embeddings' own values where they hold
+    the papers in order, a gathered copy in any other order, and an error where a paper has
+    no vector or vectors differ in length."""
+    rows = np.arange(12, dtype=np.float32).reshape(4, 3)
+    table = pl.DataFrame(
+        {"paper_id": ["a", "b", "c", "d"], "embedding": rows.tolist()},
+        schema={"paper_id": pl.String, "embedding": pl.List(pl.Float32)},
+    )
+    ids = table["paper_id"]
+    view = neighbours.vectors_of(table, ids)
+    assert view.dtype == np.float32 and view.tolist() == rows.tolist()
+    assert np.shares_memory(view, neighbours.vectors_of(table, ids))
+    assert not view.flags.writeable
+    gathered = neighbours.vectors_of(table.reverse(), ids)
+    assert gathered.tolist() == rows.tolist()
+    assert neighbours.vectors_of(table, pl.Series(["c", "a"])).tolist() == rows[[2, 0]].tolist()
+    with pytest.raises(ValueError, match="no embedding"):
+        neighbours.vectors_of(table.head(3), ids)
+    ragged = table.with_columns(pl.Series("embedding", [[1.0], [1.0, 2.0], [3.0], [4.0]]))
+    with pytest.raises(ValueError, match="different lengths"):
+        neighbours.vectors_of(ragged, ids)
