@@ -17,6 +17,7 @@ from flows.core.settings import Settings
 from flows.derive import (
     build,
     duplicates,
+    kept_lists,
     mentions,
     neighbour_lists,
     neighbours,
@@ -25,7 +26,7 @@ from flows.derive import (
 )
 from flows.derive import terms as topic_terms
 from flows.derive import topics as topic_model
-from flows.derive.neighbour_lists import NeighbourLists
+from flows.derive.kept_lists import Lists, NeighbourLists
 from tests.conftest import papers_frame
 
 
@@ -384,9 +385,10 @@ def test_neighbour_lists_are_kept_per_model_width_k_and_threshold(tmp_path):
     found = pl.DataFrame({"paper_id": ["a", "b"], "neighbor_id": ["b", "a"], "score": [0.5, 0.5]})
     lists = NeighbourLists(tmp_path, "model:weights:fp32", 32, 10, 0.95)
     assert lists.load() is None
-    lists.save(["a", "b", "c"], found)
-    stored, ids = lists.load()
-    assert stored.equals(found) and sorted(ids) == ["a", "b", "c"]
+    lists.save(Lists.of(["a", "b", "c"], found))
+    stored = lists.load()
+    assert stored.frame().equals(found) and stored.ids.to_list() == ["a", "b", "c"]
+    assert stored.rows.tolist() == [0, 1] and stored.cols.tolist() == [1, 0]
     model = "model:weights:fp32"
     others = [("model:other:fp32", 32, 10, 0.95), (model, 40, 10, 0.95), (model, 32, 12, 0.95),
               (model, 32, 10, 0.9)]  # fmt: skip
@@ -1231,21 +1233,31 @@ def test_split_candidates_rank_each_papers_rows_in_order(lengths, k, shuffled, s
     order=st.sampled_from(["kept", "shuffled", "worst first"]),
     seed=st.integers(0, 2**32 - 1),
 )
-def test_list_ends_are_each_lists_length_and_lowest_score(lengths, levels, order, seed):
-    """Lists kept best first give their ends from runs; lists in any other order (rows
-    shuffled, or a paper's rows rising) give the same ends through grouping."""
+def test_list_runs_and_ranks_follow_lists_kept_best_first(lengths, levels, order, seed):
+    """Lists kept best first give each paper's run and each row's rank in it (as ranking
+    within groups gives them); lists whose rows are shuffled or rise within a paper's run
+    are told apart (None), as kept lists that cannot be trusted."""
     rng = np.random.default_rng(seed)
-    ids = [f"p{i:03d}" for i, size in enumerate(lengths) for _ in range(size)]
-    scores = rng.integers(0, levels, size=len(ids)) / levels
-    lists = pl.DataFrame({"paper_id": ids, "neighbor_id": ids, "score": scores}).sort(
-        "paper_id", "score", descending=[False, order != "worst first"], maintain_order=True
-    )
+    rows = np.array([i for i, size in enumerate(lengths) for _ in range(size)], np.int64)
+    scores = rng.integers(0, levels, size=len(rows)) / levels
+    order_of = np.lexsort((-scores if order != "worst first" else scores, rows))
+    rows, scores = rows[order_of], scores[order_of]
     if order == "shuffled":
-        lists = lists.sample(fraction=1.0, shuffle=True, seed=seed % 2**31)
-    expected = lists.group_by("paper_id").agg(pl.len(), floor=pl.col("score").min())
-    got = neighbour_lists.list_ends(lists)
-    assert got.sort("paper_id").equals(expected.sort("paper_id"))
-    assert got.height == len(lengths)
+        shuffle = rng.permutation(len(rows))
+        rows, scores = rows[shuffle], scores[shuffle]
+    frame = pl.DataFrame({"paper": rows, "score": scores})
+    expected = frame.with_columns(rank=pl.int_range(pl.len()).over("paper"))["rank"].to_numpy()
+    runs = kept_lists.list_runs(rows, scores)
+    falls = frame.group_by("paper").agg(
+        ok=(pl.col("score").diff().fill_null(0) <= 0).all()
+    )["ok"].all()  # fmt: skip
+    together = frame.select(pl.col("paper").rle_id()).n_unique() == len(lengths)
+    if not (together and falls):
+        assert runs is None
+        return
+    starts, papers = runs
+    assert papers.tolist() == frame["paper"].unique(maintain_order=True).to_list()
+    assert kept_lists.ranks(rows, scores).tolist() == expected.tolist()
 
 
 @settings(max_examples=40, deadline=None)
@@ -1293,17 +1305,26 @@ def test_kept_lists_and_rows_that_fail_their_checks_are_dropped_and_made_again(
     paper's rows be computed again; each costs one warning."""
     lists = NeighbourLists(tmp_path, "model:weights:fp32", 32, 1, 0.85)
     found = pl.DataFrame({"paper_id": ["a", "b"], "neighbor_id": ["b", "a"], "score": [0.8, 0.8]})
-    lists.save(["a", "b"], found)
-    assert lists.load()[0].equals(found)
-    for bad in (found.with_columns(neighbor_id=pl.Series(["b", "z"])),
-                found.with_columns(score=pl.Series([0.8, 1.5]))):  # fmt: skip
-        cache.write_parquet(lists.path, bad)  # sealed: only its content is wrong
+    lists.save(Lists.of(["a", "b"], found))
+    assert lists.load().frame().equals(found)
+    bad = [((0, 1), (1, 2), (0.8, 0.8)),  # a neighbour past the papers
+           ((0, 1), (1, 0), (0.8, 1.5)),  # no cosine
+           ((0, 1, 0), (1, 0, 1), (0.8, 0.8, 0.7))]  # a's rows apart  # fmt: skip
+    for rows, cols, scores in bad:
+        wrong = Lists(pl.Series("paper_id", ["a", "b"]), *map(np.array, (rows, cols, scores)))
+        lists.save(wrong)  # recorded: only its content is wrong
         with caplog.at_level(logging.WARNING):
             assert lists.load() is None
         assert not lists.path.exists()
+    lists.save(Lists.of(["a", "b"], found))
+    (lists.path / "ids.parquet").write_bytes(b"PAR1")  # changed behind its record
+    with caplog.at_level(logging.WARNING):
+        assert lists.load() is None
     said = [r.getMessage() for r in caplog.records]
     assert "1 neighbours that are none of its papers" in said[0]
-    assert "scores that are not cosines" in said[1] and len(said) == 2
+    assert "scores that are not cosines" in said[1]
+    assert "a paper's rows apart or not best first" in said[2]
+    assert "differs from its record" in said[3] and len(said) == 4
 
     every = corpus_papers(30)
     aggregated(every.head(25), tmp_path / "rows")

@@ -94,12 +94,12 @@ def test_a_wrong_digest_memo_is_caught_and_the_file_hashed_again(tmp_path, caplo
 
 
 def flip_a_neighbour(warehouse: Path) -> None:
-    """One hex digit of one neighbor_id changed, the file rewritten by polars."""
-    (path,) = (warehouse / "cache" / "neighbors").glob("lists-*.parquet")
+    """One neighbour of one list changed to another paper, the file rewritten by polars."""
+    (path,) = (warehouse / "cache" / "neighbors").glob("lists-*/lists.parquet")
     lists = pl.read_parquet(path)
-    first = lists["neighbor_id"].drop_nulls()[0]
-    flipped = first[:-1] + ("0" if first[-1] != "0" else "1")
-    lists.with_columns(pl.col("neighbor_id").replace(first, flipped)).write_parquet(path)
+    papers = pl.read_parquet(path.parent / "ids.parquet").height
+    flipped = (lists["neighbor"][0] + 1) % papers
+    lists.with_columns(lists["neighbor"].scatter(0, flipped)).write_parquet(path)
 
 
 def truncate(pattern: str) -> Callable[[Path], None]:

@@ -154,7 +154,7 @@ def test_a_lost_topics_delete_file_refits_topics_and_drops_none(prefect_server, 
 
 
 def test_doctor_finds_damaged_caches_and_repair_drops_them(copy):
-    (part,) = (copy.warehouse / "cache" / "neighbors").glob("lists-*.parquet")
+    (part,) = (copy.warehouse / "cache" / "neighbors").glob("lists-*/lists.parquet")
     garble(part, 100, 64)
     leftover = copy.warehouse / "cache" / "embeddings" / "x.123.tmp"
     leftover.write_text("a killed run's")

@@ -280,7 +280,7 @@ def test_second_version_updates_neighbours_as_a_fresh_search_finds_them(
     paperlake(raw=[str(raw_copy)], warehouse=str(warehouse))
     (raw_copy / "003_1f2bd0aed823d1af.txt").unlink()
     add_new_dump(raw_copy)
-    lists = list((warehouse / "cache" / "neighbors").glob("lists-*.parquet"))
+    lists = [p / "ids.parquet" for p in (warehouse / "cache" / "neighbors").glob("lists-*")]
     assert len(lists) == 1 and pl.read_parquet(lists[0])["paper_id"].n_unique() == 38
     summary = paperlake(raw=[str(raw_copy)], warehouse=str(warehouse))
     assert summary.version == 2 and summary.papers == 24
@@ -351,7 +351,7 @@ def test_above_the_exact_limit_the_kept_index_and_lists_are_updated_not_searched
     run = {"warehouse": str(warehouse), "exact_neighbors_max": 20}
     paperlake(raw=[str(raw_copy)], **run)
     folder = warehouse / "cache" / "neighbors"
-    (first,) = folder.glob("lists-*.parquet")
+    (first,) = folder.glob("lists-*")
     assert len(list(folder.glob("graph-*.faiss"))) == len(list(folder.glob("graph-*.parquet"))) == 1
     with open_lake(Settings(warehouse=warehouse)) as con:
         before = {r[0] for r in con.execute("select paper_id from papers").fetchall()}
@@ -361,7 +361,7 @@ def test_above_the_exact_limit_the_kept_index_and_lists_are_updated_not_searched
     assert summary.version == 2
     assert "the kept graph updated (5 papers added, 0 gone)" in caplog.text
     assert "the last run's lists updated (5 papers new, 0 gone)" in caplog.text
-    assert list(folder.glob("lists-*.parquet")) == [first]  # the index's lists, kept
+    assert list(folder.glob("lists-*")) == [first]  # the index's lists, kept
     with open_lake(Settings(warehouse=warehouse)) as con:
         published = con.execute("select paper_id, neighbor_id, rank from neighbors").pl()
         vectors = con.execute("select paper_id, embedding from embeddings order by 1").pl()

@@ -3,22 +3,19 @@ checked when read: flows/core/cache.py) instead of searching every paper again."
 
 from __future__ import annotations
 
-import hashlib
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import polars as pl
 
-from flows.core import cache
 from flows.core.cluster import cluster_workers, fan_out
 from flows.core.run_record import run_logger
 from flows.core.settings import Settings
 from flows.derive.ann import IndexStore, kept_index
 from flows.derive.kept_graph import GraphStore, kept_graph
+from flows.derive.kept_lists import Lists, NeighbourLists, list_runs, trimmed
 from flows.derive.neighbours import (
-    BEST_FIRST,
-    CANDIDATE_SCHEMA,
     PAIR_CAP,
     TOP_K_ROWS,
     Triples,
@@ -32,7 +29,6 @@ from flows.derive.neighbours import (
     nearest_in_pieces,
     neighbor_method,
     pair_scores,
-    paper_runs,
     positions,
     trim_lists,
 )
@@ -40,52 +36,6 @@ from flows.derive.neighbours import (
 # How much further than its own list a new paper's nearest are looked through for the old
 # papers whose lists it enters (`indexed_update`): bench/ann_recall.py.
 REVERSE_WIDTH = 2
-
-
-class NeighbourLists:
-    """Each paper's exact candidate lists from the last run, kept in the cache, so that
-    the next run updates them (`update_candidates`) instead of searching all papers again.
-
-    One sealed Parquet file per model (id, weights, precision), list width, k and
-    threshold (flows/core/cache.py), each paper's rows together and best first, trimmed to what
-    the neighbours and pairs read (`trim_lists`); a paper without any other paper to list
-    has a row with no neighbour.
-    """
-
-    def __init__(self, folder: Path, model_key: str, width: int, k: int, threshold: float):
-        key = f"{model_key}:{width}:{k}:{threshold!r}:trimmed"
-        self.path = folder / f"lists-{hashlib.sha256(key.encode()).hexdigest()[:16]}.parquet"
-
-    def load(self) -> tuple[pl.DataFrame, list[str]] | None:
-        """The lists and the papers they were made for, if a run left them (and they
-        pass their checks: else they are dropped, and the papers searched again)."""
-        stored = cache.load(self.path, check_lists, "every paper's neighbours are searched again")
-        if stored is None:
-            return None
-        return stored.drop_nulls("neighbor_id"), stored["paper_id"].unique().to_list()
-
-    def save(self, ids: list[str], found: pl.DataFrame) -> None:
-        papers = pl.DataFrame({"paper_id": ids}, schema={"paper_id": pl.String})
-        alone = papers.join(found, on="paper_id", how="anti")
-        cache.write_parquet(self.path, pl.concat([found, alone], how="diagonal_relaxed"))
-
-
-def check_lists(lists: pl.DataFrame) -> str | None:
-    """Why kept neighbour lists cannot be trusted: a neighbour that is none of the lists'
-    papers, a score that is not a cosine, a row without a paper; None where they can."""
-    if not {"paper_id", "neighbor_id", "score"} <= set(lists.columns):
-        return f"columns {lists.columns}"
-    papers = lists["paper_id"]
-    if papers.null_count():
-        return f"{papers.null_count()} rows without a paper"
-    listed = lists.drop_nulls("neighbor_id")
-    strangers = listed.filter(~pl.col("neighbor_id").is_in(papers.unique().implode())).height
-    if strangers:
-        return f"{strangers} neighbours that are none of its papers"
-    scores = listed["score"]
-    if not scores.is_finite().all() or (scores.abs() > 1 + 1e-4).any():
-        return "scores that are not cosines"
-    return None
 
 
 def update_candidates(
@@ -98,6 +48,20 @@ def update_candidates(
     threshold: float,
     index=None,
 ) -> pl.DataFrame:
+    """`update_lists` of lists by id (paper_id, neighbor_id, score) of `previous_ids`."""
+    kept = Lists.of(sorted(previous_ids), previous)
+    return update_lists(ids, vectors, width, kept, k, threshold, index).frame()
+
+
+def update_lists(
+    ids: list[str],
+    vectors: np.ndarray,
+    width: int,
+    previous: Lists,
+    k: int,
+    threshold: float,
+    index=None,
+) -> Lists:
     """`candidates` as `trim_lists` keeps them, from the lists of a previous set of papers:
     work grows with the papers added or removed times all papers (exact), or with the
     papers added or removed alone (through `index`), never with all papers squared.
@@ -108,53 +72,85 @@ def update_candidates(
     new paper enters are kept as they are, in their rows.
 
     Args:
-        previous: the candidate lists of `previous_ids` (vectors unchanged since), trimmed
-            (`trim_lists`) by the same `k` and `threshold`.
+        ids: the papers now, in order (sorted).
+        previous: the candidate lists of the last papers (vectors unchanged since),
+            trimmed (`trim_lists`) by the same `k` and `threshold`.
         index: a FAISS index of `vectors` (row numbers as ids) to search with
             (`indexed_update`); without it, new papers are searched against all exactly.
     """
     n = len(ids)
+    current = pl.Series("paper_id", ids, dtype=pl.String)
     take = min(width, n - 1)
     if n == 0 or take <= 0:
-        return pl.DataFrame(schema=CANDIDATE_SCHEMA)
-    current = pl.Series(ids, dtype=pl.String)
-    position = pl.DataFrame({"paper_id": current, "row": np.arange(n, dtype=np.int64)})
-    gone = pl.Series(sorted(set(previous_ids).difference(ids)), dtype=pl.String)
-    kept = previous.filter(pl.col("paper_id").is_in(current.implode()))
-    broken = kept.filter(pl.col("neighbor_id").is_in(gone.implode()))["paper_id"].unique()
-    intact = kept.filter(~pl.col("paper_id").is_in(broken.implode()))
-    # A list shorter than k (the set was smaller) could miss old papers: search again.
-    ends = list_ends(intact).join(position, on="paper_id")
-    whole = ends.filter(pl.col("len") >= min(k, take))
-    intact = intact.filter(pl.col("paper_id").is_in(whole["paper_id"].implode()))
-    is_new = ~current.is_in(pl.Series(previous_ids, dtype=pl.String).implode()).to_numpy()
-    listed = np.zeros(n, bool)
-    listed[whole["row"].to_numpy()] = True
-    search = np.flatnonzero(~listed)  # new papers and old ones whose lists broke
-    # Only lists a new paper enters change: their lowest score is what a newcomer must
-    # reach (no other paper's list takes one).
-    # A list of fewer than `take` rows was trimmed: a newcomer at the threshold enters it
-    # too (a float32 at or below it: one that enters in vain is trimmed again).
-    at_threshold = np.nextafter(np.float32(threshold), np.float32(-np.inf))
-    short = (whole["len"] < take).to_numpy()
-    floor = whole["floor"].to_numpy().astype(np.float32)  # float32 scores
-    floors = np.full(n, np.inf, dtype=np.float32)
-    floors[whole["row"].to_numpy()] = np.where(short, np.minimum(floor, at_threshold), floor)
+        return Lists(current, *concat_triples([]))
+    intact, floors, is_new = kept_lists(current, previous, k, take, threshold)
+    search = np.flatnonzero(np.isinf(floors))  # new papers and old ones whose lists broke
     matrix = np.ascontiguousarray(vectors, dtype=np.float32)
     if index is None:
         lists, entering = exact_update(matrix, search, width, is_new, floors)
     else:
         lists, entering = indexed_update(index, matrix, search, width, threshold, is_new, floors)
-    searched = trim_lists(id_frame(ids, *lists), k, threshold)
-    came = id_frame(ids, *entering)
-    gaining = came["paper_id"].unique().implode()
-    rank = pl.int_range(pl.len()).over("paper_id")
-    merged = (
-        pl.concat([intact.filter(pl.col("paper_id").is_in(gaining)), came])
-        .sort(**BEST_FIRST)
-        .filter((rank < take) & ((rank < k) | (pl.col("score") >= threshold)))
+    searched = trimmed(as_f64(lists), k, threshold)
+    gaining = np.zeros(n, bool)
+    gaining[entering[0]] = True
+    gains = gaining[intact[0]]
+    rows, cols, scores = concat_triples([take_rows(intact, gains), as_f64(entering)])
+    order = np.lexsort((cols, -scores, rows))
+    merged = trimmed((rows[order], cols[order], scores[order]), k, threshold, take)
+    return Lists(current, *concat_triples([searched, merged, take_rows(intact, ~gains)]))
+
+
+def kept_lists(
+    current: pl.Series, previous: Lists, k: int, take: int, threshold: float
+) -> tuple[Triples, np.ndarray, np.ndarray]:
+    """What of `previous` holds for the papers `current`: the lists kept whole (by position
+    in `current`), each paper's floor (the score a newcomer must reach to enter its list;
+    inf for papers to search) and which papers are new."""
+    n = current.len()
+    place = pl.DataFrame({"paper_id": current, "at": np.arange(n, dtype=np.int64)})
+    moved = (
+        pl.DataFrame({"paper_id": previous.ids})
+        .join(place, on="paper_id", how="left", maintain_order="left")["at"]
+        .fill_null(-1)
+        .to_numpy()
     )
-    return pl.concat([searched, merged, intact.filter(~pl.col("paper_id").is_in(gaining))])
+    rows, cols = moved[previous.rows], moved[previous.cols]
+    kept = rows >= 0
+    broken = np.zeros(n, bool)
+    broken[rows[kept & (cols < 0)]] = True
+    kept &= ~broken[np.maximum(rows, 0)]
+    rows, cols, scores = rows[kept], cols[kept], previous.scores[kept]
+    starts, papers = list_runs(rows, scores)
+    lengths = np.diff(np.r_[starts, len(rows)])
+    ends = starts + lengths - 1
+    # A list shorter than k (the set was smaller) could miss old papers: search again.
+    whole = lengths >= min(k, take)
+    is_new = np.ones(n, bool)
+    is_new[moved[moved >= 0]] = False
+    # Only lists a new paper enters change: their lowest score is what a newcomer must
+    # reach (no other paper's list takes one).
+    # A list of fewer than `take` rows was trimmed: a newcomer at the threshold enters it
+    # too (a float32 at or below it: one that enters in vain is trimmed again).
+    at_threshold = np.nextafter(np.float32(threshold), np.float32(-np.inf))
+    floor = scores[ends].astype(np.float32)  # float32 scores
+    floors = np.full(n, np.inf, dtype=np.float32)
+    short = lengths < take
+    floors[papers[whole]] = np.where(short, np.minimum(floor, at_threshold), floor)[whole]
+    listed = np.zeros(n, bool)
+    listed[papers[whole]] = True
+    keep = listed[rows]
+    return (rows[keep], cols[keep], scores[keep]), floors, is_new
+
+
+def take_rows(triples: Triples, keep: np.ndarray) -> Triples:
+    """The rows of `triples` where `keep`."""
+    return tuple(part[keep] for part in triples)
+
+
+def as_f64(triples: Triples) -> Triples:
+    """Triples with float64 scores, as lists keep them (float32 scores widened)."""
+    rows, cols, scores = triples
+    return rows.astype(np.int64), cols.astype(np.int64), scores.astype(np.float64)
 
 
 def exact_update(
@@ -208,24 +204,6 @@ def indexed_update(
     return lists, (cols[enters], newcomers[enters], scores[enters])
 
 
-def list_ends(lists: pl.DataFrame) -> pl.DataFrame:
-    """Each paper's list length and lowest score: paper_id, len, floor.
-
-    Lists kept as NeighbourLists keeps them (each paper's rows together, best first) give
-    both from their runs of equal paper_id, without grouping millions of rows; lists in
-    any other order are grouped.
-    """
-    runs = paper_runs(lists)
-    if runs is not None:
-        ends = runs["len"].cum_sum().to_numpy().astype(np.int64) - 1
-        scores = lists["score"].to_numpy()
-        falling = np.diff(scores) <= 0  # within each run; a run's end may rise to the next
-        falling[ends[:-1]] = True
-    if runs is None or not falling.all():
-        return lists.group_by("paper_id").agg(pl.len(), floor=pl.col("score").min())
-    return pl.DataFrame({"paper_id": runs["value"], "len": runs["len"], "floor": scores[ends]})
-
-
 def list_width(settings: Settings) -> int:
     """How many candidates a paper's list is searched for: its k neighbours and its pairs
     (at most PAIR_CAP)."""
@@ -266,16 +244,19 @@ def search_lists(
     previous = lists.load() or (None if exact else exact_lists.load())
     index = kept_search_index(folder, model_key, method, ids, vectors)
     if previous:
-        found = update_candidates(ids, vectors, width, *previous, *kept, index=index)
-        came, left = set(ids).difference(previous[1]), set(previous[1]).difference(ids)
+        updated = update_lists(ids, vectors, width, previous, *kept, index=index)
+        found = updated.frame()
+        before = set(previous.ids.to_list())
+        came, left = set(ids).difference(before), before.difference(ids)
         run_logger().info(
             "neighbours: the last run's lists updated (%d papers new, %d gone)",
             len(came), len(left),
         )  # fmt: skip
     else:  # a search's lists, trimmed as an update leaves them
         found = trim_lists(search_all(ids, vectors, settings, rows_task, index), *kept)
-    lists.save(ids, found)
-    cache.drop(other.path)  # one kind of list at a time: no stale ones
+        updated = Lists.of(ids, found)
+    lists.save(updated)
+    other.drop()  # one kind of list at a time: no stale ones
     return found
 
 
