@@ -63,6 +63,18 @@ def build_keyword_index(con: duckdb.DuckDBPyConnection, path: Path) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(f".{os.getpid()}.tmp")
     tmp.unlink(missing_ok=True)
+    try:
+        write_keyword_index(con, tmp)
+    except BaseException:
+        for left in (tmp, tmp.with_name(f"{tmp.name}.wal")):  # a failed build leaves nothing
+            left.unlink(missing_ok=True)
+        raise
+    os.replace(tmp, path)
+    return path
+
+
+def write_keyword_index(con: duckdb.DuckDBPyConnection, tmp: Path) -> None:
+    """Write the keyword index of the attached version's papers into the file `tmp`."""
     # Written by DuckDB from the version straight into the file, in pieces.
     building = f"keyword_build_{next(ATTACHED)}"
     con.execute(f"attach '{tmp}' as {building}")
@@ -83,8 +95,6 @@ def build_keyword_index(con: duckdb.DuckDBPyConnection, path: Path) -> Path:
         index.execute("create unique index cards_paper on cards (paper_id)")
     finally:
         index.close()
-    os.replace(tmp, path)
-    return path
 
 
 def keyword_index(con: duckdb.DuckDBPyConnection, settings: Settings) -> Path:
