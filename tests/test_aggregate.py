@@ -396,6 +396,25 @@ def test_neighbour_lists_are_kept_per_model_width_k_and_threshold(tmp_path):
         assert NeighbourLists(tmp_path, *other).load() is None
 
 
+def test_lists_an_earlier_version_kept_by_id_are_read_once_then_kept_by_position(tmp_path):
+    """A warehouse whose lists were kept as one file of ids (a row with no neighbour for a
+    paper alone) is updated from them, not searched again; a damaged one is dropped."""
+    lists = NeighbourLists(tmp_path, "model:weights:fp32", 32, 10, 0.95)
+    named = pl.DataFrame(
+        {"paper_id": ["b", "a", "a", "c"], "neighbor_id": ["a", "c", "b", None],
+         "score": [0.5, 0.9, 0.5, None]}
+    )  # fmt: skip
+    cache.write_parquet(lists.named_lists, named)
+    read = lists.load()
+    assert read.ids.to_list() == ["a", "b", "c"]
+    assert read.frame().rows() == [("a", "c", 0.9), ("a", "b", 0.5), ("b", "a", 0.5)]
+    lists.save(read)
+    assert not lists.named_lists.exists() and lists.load().frame().equals(read.frame())
+    lists.drop()
+    cache.write_parquet(lists.named_lists, named.with_columns(neighbor_id=pl.lit("z")))
+    assert lists.load() is None and not lists.named_lists.exists()
+
+
 def themes(centres: np.ndarray, per: int, seed: int, spread: float = 0.35) -> np.ndarray:
     """`per` unit vectors around each centre."""
     rng = np.random.default_rng(seed)

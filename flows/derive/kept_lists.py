@@ -69,7 +69,29 @@ class NeighbourLists:
     def load(self) -> Lists | None:
         """The lists and the papers they were made for, if a run left them (and they
         pass their checks: else they are dropped, and the papers searched again)."""
-        return cache.opened(self.path, read_lists, "every paper's neighbours are searched again")
+        redo = "every paper's neighbours are searched again"
+        if not self.path.exists() and self.named_lists.exists():
+            return self.load_named(redo)
+        return cache.opened(self.path, read_lists, redo)
+
+    def load_named(self, redo: str) -> Lists | None:
+        """The lists an earlier paperlake kept by id (one sealed file, a row with no
+        neighbour for a paper alone), as `Lists`: a warehouse of a million papers is not
+        searched again for a change of format."""
+        stored = cache.load(self.named_lists, None, redo)
+        if stored is None:
+            return None
+        ids = stored["paper_id"].drop_nulls().unique().sort()
+        try:
+            lists = Lists.of(ids, stored.drop_nulls("neighbor_id"))
+        except (ValueError, pl.exceptions.PolarsError) as exc:
+            lists, reason = None, str(exc)
+        else:
+            reason = check_lists(lists)
+        if reason:
+            cache.dropped(cache.Damaged(self.named_lists, reason), redo)
+            return None
+        return lists
 
     def save(self, lists: Lists) -> None:
         """Keep `lists` for the next run, in place of what was kept."""
