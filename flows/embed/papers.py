@@ -51,27 +51,31 @@ def paper_text(papers: pl.DataFrame) -> pl.Series:
 def pending_texts(
     papers: pl.DataFrame, cache: EmbeddingCache | None, known: TextHashes | None = None
 ) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]:
-    """Each paper's text and its hash, the vectors cached for them, and the texts to encode.
+    """Each paper's text hash, the vectors cached for them, and the texts to encode.
+
+    Only the texts to encode are kept: every paper's text is made to be hashed, and let go
+    before the vectors are joined to the papers (at a million papers, a GB of strings).
 
     Args:
         known: the hashes of the last run's texts, where there is a cache.
 
     Returns:
-        keyed (paper_id, text_sha256, text), cached (text_sha256, embedding) and todo
+        keyed (paper_id, text_sha256), cached (text_sha256, embedding) and todo
         (text_sha256, text: one row per distinct text not cached).
     """
     texts = paper_text(papers)
     hashes = known.of(papers["paper_id"], texts) if known else text_sha256(texts)
-    keyed = pl.DataFrame({"paper_id": papers["paper_id"], "text_sha256": hashes, "text": texts})
+    keyed = pl.DataFrame({"paper_id": papers["paper_id"], "text_sha256": hashes})
     cached = (
         cache.lookup(hashes)
         if cache
         else pl.DataFrame(schema={"text_sha256": pl.String, "embedding": pl.List(pl.Float32)})
     )
-    todo = keyed.join(cached, on="text_sha256", how="anti").unique("text_sha256")
+    missing = ~hashes.is_in(cached["text_sha256"].implode())
+    todo = pl.DataFrame({"text_sha256": hashes.filter(missing), "text": texts.filter(missing)})
     # In hash order: `encode` batches longest first, and texts of equal length then meet
     # the same batch companions in every run that encodes the same set of texts.
-    return keyed, cached, todo.select("text_sha256", "text").sort("text_sha256")
+    return keyed, cached, todo.unique("text_sha256").sort("text_sha256")
 
 
 def shards(
