@@ -167,23 +167,29 @@ def test_text_hashes_are_the_sha256_of_each_texts_utf8_bytes_in_order(texts):
 
 
 def test_a_runs_text_hashes_are_found_again_and_only_changed_texts_hashed(tmp_path, monkeypatch):
-    ids = pl.Series("paper_id", ["a", "b", "c"], dtype=pl.String)
-    texts = pl.Series("text", [*TEXTS[:2], "ünïcode"], dtype=pl.String)
+    papers = pl.DataFrame(
+        {"paper_id": ["a", "b", "c"], "title": [None, "A title", ""],
+         "abstract": [*TEXTS[:2], "ünïcode"]}
+    )  # fmt: skip
+    texts = embed.paper_text(papers)
     known = embed.TextHashes(tmp_path)
     stale = known.path.with_name("polars-0.0.0.parquet")  # another polars' file
     stale.parent.mkdir(parents=True)
     stale.write_bytes(b"")
-    assert known.of(ids, texts).to_list() == embed_cache.text_sha256(texts).to_list()
+    assert known.of(papers, embed.paper_text).to_list() == embed_cache.text_sha256(texts).to_list()
     assert not stale.exists()
 
     hashed = []
     real = embed_cache.text_sha256
     monkeypatch.setattr(embed_cache, "text_sha256", lambda t: hashed.extend(t) or real(t))
-    assert known.of(ids, texts).to_list() == real(texts).to_list()
+    assert known.of(papers, embed.paper_text).to_list() == real(texts).to_list()
     assert hashed == []  # all three found again
-    # "b" rewritten, "c" gone, "d" new with "a"'s text: only the two new texts are hashed
-    ids2 = pl.Series("paper_id", ["a", "b", "d"], dtype=pl.String)
-    texts2 = pl.Series("text", [TEXTS[0], TEXTS[2], TEXTS[0]], dtype=pl.String)
-    assert known.of(ids2, texts2).to_list() == real(texts2).to_list()
-    assert hashed == [TEXTS[2], TEXTS[0]]
+    # "b" rewritten, "c" gone, "d" new with "a"'s text; "a" with a title now: only the
+    # three new texts are hashed
+    again = pl.DataFrame(
+        {"paper_id": ["a", "b", "d"], "title": ["New", "A title", None],
+         "abstract": [TEXTS[0], TEXTS[2], TEXTS[0]]}
+    )  # fmt: skip
+    assert known.of(again, embed.paper_text).to_list() == real(embed.paper_text(again)).to_list()
+    assert hashed == [f"New. {TEXTS[0]}", f"A title. {TEXTS[2]}", TEXTS[0]]
     assert pl.read_parquet(known.path)["paper_id"].to_list() == ["a", "b", "d"]

@@ -53,8 +53,8 @@ def pending_texts(
 ) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]:
     """Each paper's text hash, the vectors cached for them, and the texts to encode.
 
-    Only the texts to encode are kept: every paper's text is made to be hashed, and let go
-    before the vectors are joined to the papers (at a million papers, a GB of strings).
+    Only the texts to encode are made (and those whose hashes no run kept): at a million
+    papers, every text is a GB of strings.
 
     Args:
         known: the hashes of the last run's texts, where there is a cache.
@@ -63,8 +63,7 @@ def pending_texts(
         keyed (paper_id, text_sha256), cached (text_sha256, embedding) and todo
         (text_sha256, text: one row per distinct text not cached).
     """
-    texts = paper_text(papers)
-    hashes = known.of(papers["paper_id"], texts) if known else text_sha256(texts)
+    hashes = known.of(papers, paper_text) if known else text_sha256(paper_text(papers))
     keyed = pl.DataFrame({"paper_id": papers["paper_id"], "text_sha256": hashes})
     cached = (
         cache.lookup(hashes)
@@ -72,7 +71,8 @@ def pending_texts(
         else pl.DataFrame(schema={"text_sha256": pl.String, "embedding": pl.List(pl.Float32)})
     )
     missing = ~hashes.is_in(cached["text_sha256"].implode())
-    todo = pl.DataFrame({"text_sha256": hashes.filter(missing), "text": texts.filter(missing)})
+    texts = paper_text(papers.filter(missing))
+    todo = pl.DataFrame({"text_sha256": hashes.filter(missing), "text": texts})
     # In hash order: `encode` batches longest first, and texts of equal length then meet
     # the same batch companions in every run that encodes the same set of texts.
     return keyed, cached, todo.unique("text_sha256").sort("text_sha256")
