@@ -117,7 +117,8 @@ def test_search_in_row_ranges_equals_one_search(method, tmp_path):
         seen.append((ranges, graph is not None))
         return [neighbours.search_rows(r, matrix, graph, 32, 0.8) for r in ranges]
 
-    pieces = neighbours.nearest_in_pieces(ids, vectors, 32, 0.8, method, 20_000, tmp_path, fan, 2)
+    rows = neighbours.nearest_in_pieces(ids, vectors, 32, 0.8, method, 20_000, tmp_path, fan, 2)
+    pieces = neighbours.id_frame(ids, *rows)
     # 10 blocks of BLOCK_ROWS (512) rows, 5 a piece
     assert seen == [([(0, 2560), (2560, 5000)], method != "exact")]
     assert pieces.equals(whole)  # bit for bit

@@ -154,9 +154,9 @@ def test_an_updated_graph_goes_to_a_clusters_workers_with_its_rows(tmp_path):
         assert kept_graph.rows_path(graph).exists()
         return [neighbours.search_rows(r, matrix_file, graph, 32, 0.9) for r in ranges]
 
-    spread = neighbours.nearest_in_pieces(
+    spread = neighbours.id_frame(NOW, *neighbours.nearest_in_pieces(
         NOW, matrix(NOW), 32, 0.9, "hnsw", 100, tmp_path / "work", fan, 3, index
-    )
+    ))  # fmt: skip
     here = neighbours.id_frame(
         NOW, *neighbours.index_rows(index, matrix(NOW), np.arange(len(NOW)), 32, 0.9)
     )

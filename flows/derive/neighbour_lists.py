@@ -19,10 +19,9 @@ from flows.derive.neighbours import (
     PAIR_CAP,
     TOP_K_ROWS,
     Triples,
-    candidates,
+    approximate_index,
     concat_triples,
     exact_rows,
-    id_frame,
     index_rows,
     index_search,
     listed_rows,
@@ -30,7 +29,6 @@ from flows.derive.neighbours import (
     neighbor_method,
     pair_scores,
     positions,
-    trim_lists,
 )
 
 # How much further than its own list a new paper's nearest are looked through for the old
@@ -253,8 +251,9 @@ def search_lists(
             len(came), len(left),
         )  # fmt: skip
     else:  # a search's lists, trimmed as an update leaves them
-        found = trim_lists(search_all(ids, vectors, settings, rows_task, index), *kept)
-        updated = Lists.of(ids, found)
+        searched = as_f64(search_all(ids, vectors, settings, rows_task, index))
+        updated = Lists(pl.Series("paper_id", ids, dtype=pl.String), *trimmed(searched, *kept))
+        found = updated.frame()
     lists.save(updated)
     other.drop()  # one kind of list at a time: no stale ones
     return found
@@ -276,17 +275,23 @@ def kept_search_index(folder: Path, model_key: str, method: str, ids: list[str],
 
 def search_all(
     ids: list[str], vectors: np.ndarray, settings: Settings, rows_task: Any = None, index=None
-) -> pl.DataFrame:
-    """`candidates` of every paper (through `index` where given): here, or in pieces on the
-    cluster's workers where the flow has some and `rows_task` runs a piece (`search_rows`)."""
+) -> Triples:
+    """The rows of `candidates` of every paper (through `index` where given): here, or in
+    pieces on the cluster's workers where the flow has some and `rows_task` runs a piece
+    (`search_rows`)."""
     workers = cluster_workers() if rows_task is not None else 0
     search = (list_width(settings), settings.duplicate_threshold, settings.neighbors_method,
               settings.exact_neighbors_max)  # fmt: skip
-    if not workers and index is not None:
-        rows = np.arange(len(ids))
-        return id_frame(ids, *index_rows(index, vectors, rows, *search[:2]))
+    if not ids:
+        return concat_triples([])
     if not workers:
-        return candidates(ids, vectors, *search)
+        if index is None:
+            method = neighbor_method(settings.neighbors_method, len(ids), search[3])
+            index = approximate_index(method, ids, vectors)
+        rows = np.arange(len(ids))
+        if index is None:
+            return exact_rows(vectors, rows, search[0])
+        return index_rows(index, vectors, rows, *search[:2])
 
     def fan(ranges: list[tuple[int, int]], matrix: Path, graph: Path | None) -> list[Triples]:
         return fan_out(rows_task, ranges, matrix=matrix, graph=graph, settings=settings)

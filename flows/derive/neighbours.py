@@ -289,8 +289,9 @@ def nearest_in_pieces(
     fan: Callable[[list[tuple[int, int]], Path, Path | None], list[Triples]],
     pieces: int,
     index=None,
-) -> pl.DataFrame:
-    """`candidates`, the search split into ranges of query rows that `fan` runs elsewhere.
+) -> Triples:
+    """The rows of `candidates`, the search split into ranges of query rows that `fan` runs
+    elsewhere.
 
     The matrix (and for hnsw and ivf the index: `index` where given, else one built here)
     is written once to `workdir` for the workers to read; `fan` maps the row ranges, the
@@ -298,7 +299,7 @@ def nearest_in_pieces(
     through `search_rows`.
     """
     if not len(ids):
-        return pl.DataFrame(schema=CANDIDATE_SCHEMA)
+        return concat_triples([])
     workdir.mkdir(parents=True, exist_ok=True)
     matrix = workdir / f"vectors-{os.getpid()}.npy"
     graph = None
@@ -315,7 +316,7 @@ def nearest_in_pieces(
         if graph:
             graph.unlink(missing_ok=True)
             kept_graph.rows_path(graph).unlink(missing_ok=True)
-    return id_frame(ids, *concat_triples(parts))
+    return concat_triples(parts)
 
 
 def search_rows(
