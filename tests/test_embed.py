@@ -193,3 +193,11 @@ def test_a_runs_text_hashes_are_found_again_and_only_changed_texts_hashed(tmp_pa
     assert known.of(again, embed.paper_text).to_list() == real(embed.paper_text(again)).to_list()
     assert hashed == [f"New. {TEXTS[0]}", f"A title. {TEXTS[2]}", TEXTS[0]]
     assert pl.read_parquet(known.path)["paper_id"].to_list() == ["a", "b", "d"]
+
+
+def test_text_hashes_of_papers_without_any_title(tmp_path):
+    """A frame whose titles are all missing (a column of no type) hashes the abstracts."""
+    papers = pl.DataFrame({"paper_id": ["a", "b"], "title": [None, None], "abstract": TEXTS[:2]})
+    assert papers.schema["title"] == pl.Null
+    hashes = embed.TextHashes(tmp_path).of(papers, embed.paper_text)
+    assert hashes.to_list() == embed_cache.text_sha256(pl.Series(TEXTS[:2])).to_list()

@@ -125,8 +125,9 @@ class TextHashes:
     def of(self, papers: pl.DataFrame, text: Callable[[pl.DataFrame], pl.Series]) -> pl.Series:
         """text_sha256 of each paper's text (`text` of its title and abstract); the file
         keeps them."""
-        parts = pl.struct(pl.col("title"), pl.col("abstract"))
-        size = pl.col("title").str.len_bytes().fill_null(0) + pl.col("abstract").str.len_bytes()
+        title, abstract = pl.col("title").cast(pl.String), pl.col("abstract").cast(pl.String)
+        parts = pl.struct(title, abstract)
+        size = title.str.len_bytes().fill_null(0) + abstract.str.len_bytes()
         now = papers.select("paper_id", quick=parts.hash(), bytes=size.fill_null(0)).cast(
             {k: v for k, v in self.SCHEMA.items() if k != "text_sha256"}
         )
