@@ -243,17 +243,15 @@ def search_lists(
     index = kept_search_index(folder, model_key, method, ids, vectors)
     if previous:
         updated = update_lists(ids, vectors, width, previous, *kept, index=index)
-        found = updated.frame()
-        before = set(previous.ids.to_list())
-        came, left = set(ids).difference(before), before.difference(ids)
+        came = updated.ids.is_in(previous.ids.implode()).not_().sum()
         run_logger().info(
             "neighbours: the last run's lists updated (%d papers new, %d gone)",
-            len(came), len(left),
+            came, previous.ids.len() - (updated.ids.len() - came),
         )  # fmt: skip
     else:  # a search's lists, trimmed as an update leaves them
         searched = as_f64(search_all(ids, vectors, settings, rows_task, index))
         updated = Lists(pl.Series("paper_id", ids, dtype=pl.String), *trimmed(searched, *kept))
-        found = updated.frame()
+    found = updated.frame()
     lists.save(updated)
     other.drop()  # one kind of list at a time: no stale ones
     return found
