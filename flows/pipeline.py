@@ -64,7 +64,14 @@ def run_pipeline(settings: Settings, force: bool = False) -> record.RunSummary:
         tables["dq_results"] = run.check_history(tables, parameters)
         message = record.commit_message(run.summary)
         version, _ = run.stage(
-            "publish", publish_snapshot, tables, settings, message, manifest, embedded.info.dim
+            "publish",
+            publish_snapshot,
+            tables,
+            settings,
+            message,
+            manifest,
+            embedded.info.dim,
+            ingested.texts,
         )
         publish.remember_published(settings, tables, version, fingerprint)
         run.after_commit(version, results, docs)

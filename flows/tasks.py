@@ -19,11 +19,16 @@ from flows.core.settings import Settings
 
 @dataclass
 class Ingested:
-    """What ingest hands on: the file, paper, location and reject tables."""
+    """What ingest hands on: the file, paper, location and reject tables, and where the
+    papers' raw abstracts lie (`texts`: the papers frame holds their hashes)."""
 
     result: ingest.IngestResult
     papers: pl.DataFrame
     paper_sources: pl.DataFrame
+
+    @property
+    def texts(self) -> ingest.RecordTexts:
+        return self.result.texts
 
     @property
     def tables(self) -> dict[str, pl.DataFrame]:
@@ -59,7 +64,8 @@ def ingest_raw(settings: Settings, shown: pl.DataFrame | None = None) -> Ingeste
         )
     for source in result.files:
         source.cached = source.cached and source.path not in parsed
-    papers, paper_sources = ingest.build_papers(result.records, shown)
+    # The raw abstracts stay in the parts: publish reads back those of the rows it adds.
+    papers, paper_sources = ingest.build_papers(result.held_back_records(), shown)
     return Ingested(result, papers, paper_sources)
 
 
@@ -157,8 +163,15 @@ def validate_tables(
 
 @task(name="publish_snapshot", cache_policy=NO_CACHE)
 def publish_snapshot(
-    tables: dict[str, pl.DataFrame], settings: Settings, message: str, manifest: dict, dim: int
+    tables: dict[str, pl.DataFrame],
+    settings: Settings,
+    message: str,
+    manifest: dict,
+    dim: int,
+    texts: ingest.RecordTexts | None = None,
 ) -> tuple[int, dict]:
     """Commit the tables to the DuckLake catalog as one snapshot: its version and the rows
-    each table gained and lost."""
-    return publish.publish_tables(tables, settings, message, manifest, dim)
+    each table gained and lost. `texts` gives back the raw abstracts of the papers rows
+    that are published anew (the papers frame holds their hashes)."""
+    fill = texts.filled if texts is not None else None
+    return publish.publish_tables(tables, settings, message, manifest, dim, fill)

@@ -377,3 +377,32 @@ def test_a_paper_keeps_the_source_it_showed_and_diff_tells_its_metadata_and_sour
     assert printed.exit_code == 0, printed.output
     assert "new metadata: 1, new sources: 1" in printed.output
     assert "NeurIPS" in printed.output and "lost" in printed.output
+
+
+def test_a_raw_abstract_that_changes_while_its_clean_text_stays_is_published_as_read(
+    prefect_server, tmp_path, monkeypatch
+):
+    """The run holds the raw abstracts' hashes, not the texts (flows/core/held.py): a
+    raw abstract edited where cleaning hides the edit (spaces) changes that one papers row,
+    and the version publishes the text as read, planned from kept row hashes and from the
+    catalog's rows alike."""
+    raw = tmp_path / "raw"
+    spaced = NEW_ABSTRACTS[1].replace("two of", "two  of")
+    others = [NEW_ABSTRACTS[0], *NEW_ABSTRACTS[2:]]
+    write(raw / "iclr.txt", "ICLR 2026 Papers\n\n" + "\n\n".join(others) + "\n")
+    monkeypatch.setattr(publish_snapshot, "HASHED_PLAN_ROWS", 0)
+    for name in ("kept", "catalog"):
+        settings = Settings(warehouse=tmp_path / name)
+        one = write(raw / "one.txt", "ICLR 2026 Papers\n\n" + NEW_ABSTRACTS[1] + "\n")
+        assert paperlake(raw=[str(raw)], warehouse=str(settings.warehouse)).version == 1
+        one.write_text(one.read_text().replace(NEW_ABSTRACTS[1], spaced))
+        if name == "catalog":  # no kept hashes: the catalog's rows are hashed instead
+            (settings.cache_path / "published" / "stamp.json").unlink()
+        run = paperlake(raw=[str(raw)], warehouse=str(settings.warehouse))
+        assert run.version == 2 and run.changes["papers"] == [1, 1], name
+        with open_lake(settings) as con:
+            rows = con.execute(
+                "select abstract, abstract_raw from papers order by paper_id"
+            ).fetchall()
+        assert sorted(raw_text.strip() for _, raw_text in rows) == sorted([spaced, *others]), name
+        assert sorted(clean for clean, _ in rows) == sorted(NEW_ABSTRACTS), name

@@ -33,8 +33,9 @@ SCRATCH = (*LIST_FRAMES, "topic_centroids", "stopwords", "mention_vocabulary", "
            "paper_digests")  # fmt: skip
 # What the stage's DuckDB holds of its tables and queries; the rest is spilled to disk.
 DERIVE_MEMORY = "1GB"
-# The papers' texts: the SQL that reads abstracts reads them from the frame (`PaperRows`).
-TEXTS = ["abstract", "abstract_raw"]
+# The papers' texts: the SQL that reads abstracts reads them from the frame (`PaperRows`);
+# the raw abstracts, held back from the run, as their hashes (flows/core/held.py).
+TEXTS = ["abstract", "abstract_raw", "abstract_raw_hash"]
 
 
 class LastVersion(Protocol):

@@ -34,6 +34,7 @@ Modules, in the order a file meets them:
     collect     every file (or its cached parse) into one IngestResult
     jobs        the parses a cluster does first: whole files or chunks
     results     papers and their locations, the per-file report, a progress bar
+    texts       the raw abstracts held back from the run's frames (core/held.py), read back
     model       what they share: schemas, rules, a file's layout and settings, Reader
 """
 
@@ -102,6 +103,7 @@ from flows.ingest.readers.parquet import read_parquet
 from flows.ingest.readers.shifted import ANCHOR_SHAPES, anchor_columns, repair_row, split_fields
 from flows.ingest.readers.text import read_text
 from flows.ingest.results import build_papers, file_report, reading_progress
+from flows.ingest.texts import RecordTexts
 
 __all__ = [
     "ALIAS_FIELD",
@@ -127,6 +129,7 @@ __all__ = [
     "ObjectFields",
     "Overrides",
     "ParseCache",
+    "RecordTexts",
     "Reader",
     "SourceFile",
     "anchor_columns",

@@ -4,12 +4,13 @@ taken from the parse cache, and the parses a cluster does first."""
 from __future__ import annotations
 
 import tempfile
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import polars as pl
 
+from flows.core.held import held_back
 from flows.ingest import batch, model, read
 from flows.ingest.batch import SmallFile, parse_small, read_small
 from flows.ingest.cache import ParseCache, PartWriter
@@ -37,8 +38,7 @@ from flows.ingest.paths import (
 )
 from flows.ingest.rawfile import entry_kind, shown
 from flows.ingest.read import changed_note, ingest_file
-
-Part = tuple[Path, str | None, tuple[int, int] | None]
+from flows.ingest.texts import Part, RecordTexts
 
 
 @dataclass
@@ -68,13 +68,27 @@ class IngestResult:
         path: the records are the parts as read, not joined and sorted into a copy, and a
         raw folder that gains a file a day does not slow every run down.
         """
+        return self.read_records(lambda rows: rows)
+
+    def held_back_records(self) -> pl.DataFrame:
+        """`records` with a hash of each raw abstract in place of the text (flows/ingest/
+        texts.py), read a part at a time: the run does not hold the raw abstracts."""
+        return self.read_records(held_back)
+
+    @property
+    def texts(self) -> RecordTexts:
+        """The records' raw abstracts, read back where a run publishes them."""
+        return RecordTexts(tuple(self.parts))
+
+    def read_records(self, each: Callable[[pl.DataFrame], pl.DataFrame]) -> pl.DataFrame:
+        """The records (`records`), each part passed through `each` as read."""
         if not self.parts:
-            return pl.DataFrame(schema=self.schema)
+            return each(pl.DataFrame(schema=self.schema))
         read: dict[Path, pl.DataFrame] = {}
         pieces = []
         for part, path, span in self.parts:
             if (rows := read.get(part)) is None:
-                rows = read[part] = pl.read_parquet(part)
+                rows = read[part] = each(pl.read_parquet(part))
             if span is not None:
                 rows = rows.slice(span[0], span[1] - span[0])
             if path is not None:  # else the rows carry their own paths

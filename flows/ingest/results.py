@@ -9,10 +9,9 @@ from contextlib import contextmanager
 
 import polars as pl
 
+from flows.core.held import HELD_BACK, STAND_IN
 from flows.core.progress import progress
-from flows.ingest.model import (
-    Progress,
-)
+from flows.ingest.model import Progress
 
 
 def build_papers(
@@ -25,6 +24,9 @@ def build_papers(
     version showed it from, while that record still holds it (`shown`: paper_id,
     source_path, record_no); else its first record as read (files in path order, records
     in file order).
+
+    Records whose raw abstracts are held back (`IngestResult.held_back_records`) give
+    papers that hold their hashes instead.
 
     Returns:
         papers, paper_sources (each location: path, record, line, byte offset, and the
@@ -43,7 +45,7 @@ def build_papers(
     papers = (
         ordered.filter(pl.col("paper_id").is_first_distinct())
         .join(counts, on="paper_id")
-        .select(*PAPER_COLUMNS)
+        .select(paper_columns(ordered.columns))
         .sort("paper_id")
     )
     return papers, locations.sort("paper_id", "source_path", "record_no")
@@ -55,6 +57,11 @@ PAPER_COLUMNS = (
     "categories", "decision", "abstract", "abstract_raw", "word_count", "links",
     "unresolved_macros", "flags", "control_chars_removed", "id_field",
 )  # fmt: skip
+
+
+def paper_columns(columns: list[str]) -> list[str]:
+    """The columns of papers, with the raw abstracts' hashes where `columns` has them."""
+    return [STAND_IN if c == HELD_BACK and STAND_IN in columns else c for c in PAPER_COLUMNS]
 
 
 def file_report(sources: pl.DataFrame) -> pl.DataFrame:

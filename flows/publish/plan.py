@@ -5,16 +5,27 @@ write to one database)."""
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Callable
 
 import duckdb
 import polars as pl
 
+from flows.core.held import STAND_IN, held_back, published_columns
 from flows.core.lake import LAKE, STAGE, attach, read_sql, stage_frames
 from flows.core.settings import Settings
 from flows.publish.published import PublishedDigests, PublishedRows
 from flows.publish.stage import TABLE_KEYS, Columns, detach, start_writing, table_columns
 
 ROW_HASH, COPY = "_row_hash", "_copy"
+# Rows as published from rows as the run holds them (its papers hold the raw abstracts'
+# hashes: flows/core/held.py); as they are where none are held back.
+Fill = Callable[[pl.DataFrame], pl.DataFrame]
+
+
+def as_held(frame: pl.DataFrame) -> pl.DataFrame:
+    return frame
+
+
 # Keyed tables of at least this many rows in all are planned from row hashes (see `prepare`;
 # bench/publish_delta.py measures both ways). Below it DuckDB's comparison is as quick and,
 # unlike Polars' many small steps, leaves the GIL to the suites that run beside it.
@@ -66,7 +77,8 @@ def catalog_hashes(
 ) -> dict[str, pl.DataFrame] | None:
     """`row_hashes` of the catalog's rows of each table of `frames`, where the cache kept
     none (`PublishedRows`), read a batch at a time as the frame's columns and types: only
-    keys and hashes are held, not a copy of the table.
+    keys and hashes are held, not a copy of the table. The catalog's raw abstracts are
+    hashed where the frame holds their hashes.
 
     A table the catalog lacks, or holds with other columns, gets none: `plan_from_hashes`
     replaces it whole. None where the catalog holds none of the tables (a first version:
@@ -77,15 +89,16 @@ def catalog_hashes(
         return None
     hashes = {}
     for name, frame in frames.items():
-        keys = keyed[name]
-        if name not in lake or [column for column, _ in lake[name]] != frame.columns:
+        keys, published = keyed[name], published_columns(frame.columns)
+        if name not in lake or [column for column, _ in lake[name]] != published:
             hashes[name] = row_hashes(frame.clear(), keys)
             continue
-        columns = ", ".join(f'"{column}"' for column in frame.columns)
+        columns = ", ".join(f'"{column}"' for column in published)
         query = con.execute(f"select {columns} from {LAKE}.main.{name}")
+        held = held_back if STAND_IN in frame.columns else as_held
         try:
             parts = [
-                row_hashes(pl.from_arrow(batch).cast(frame.schema), keys).drop(COPY)
+                row_hashes(held(pl.from_arrow(batch)).cast(frame.schema), keys).drop(COPY)
                 for batch in query.fetch_record_batch(CATALOG_BATCH_ROWS)
             ]
         except pl.exceptions.PolarsError:
@@ -172,6 +185,7 @@ def prepare(
     frames: dict[str, pl.DataFrame] | None = None,
     hashes: dict[str, pl.DataFrame] | None = None,
     digests: dict[str, str] | None = None,
+    fill: Fill = as_held,
 ) -> dict[str, str]:
     """Attach the catalog for writing and plan the change of every keyed table; the plans,
     by table. A run does it while its suites run: `commit` applies the plans once the
@@ -189,6 +203,9 @@ def prepare(
     The others are compared with <name>__published where `con` holds it (the tables of the
     latest version, `keep_committed`), else with the catalog's table: reading a table of a
     DuckLake catalog reads its metadata first, which costs more than comparing a small one.
+
+    `fill` makes rows of a frame as published (the raw abstracts back in its papers): it
+    is given the rows staged, not the whole frame, where a table is merged.
     """
     attach(con, settings, create=True)
     try:
@@ -196,11 +213,11 @@ def prepare(
         if hashes is not None:
             published = PublishedRows(settings).load(con) or catalog_hashes(con, frames)
             if published is not None:
-                return plan_from_hashes(con, frames, hashes, published)
+                return plan_from_hashes(con, frames, hashes, published, fill=fill)
         kept = PublishedDigests(settings).load(con) if digests else {}
         same = {name for name in TABLE_KEYS if name in kept and kept[name] == digests[name]}
         if frames is not None:
-            stage_frames(con, {name: f for name, f in frames.items() if name not in same})
+            stage_frames(con, {name: fill(f) for name, f in frames.items() if name not in same})
         lake, stage = table_columns(con, LAKE), table_columns(con, "memory")
         scripts = {
             name: merge_script(name, keys, lake, stage, published_copy(name, stage))
@@ -230,6 +247,7 @@ def plan_from_hashes(
     hashes: dict[str, pl.DataFrame],
     published: dict[str, pl.DataFrame],
     keyed: dict[str, tuple[str, ...]] = TABLE_KEYS,
+    fill: Fill = as_held,
 ) -> dict[str, str]:
     """Plan each table from its frame's row hashes (`hashes`) and those of what the
     catalog holds (`published`), as `row_hashes` gives them: stage <name>__removed (the
@@ -253,7 +271,7 @@ def plan_from_hashes(
             removed = before.join(now, on=match, how="anti").select(keys)
             rows = now.join(before, on=match, how="anti")["_row"].sort()
         con.register(f"{name}__removed_frame", removed.unique())
-        con.register(f"{name}__added_frame", frame[rows])
+        con.register(f"{name}__added_frame", fill(frame[rows]))
     con.execute(
         ";\n".join(
             f"create or replace table {STAGE}.{name}__{part} as select * from {name}__{part}_frame"
@@ -266,5 +284,5 @@ def plan_from_hashes(
             con.unregister(f"{name}__{part}_frame")
     lake, stage = table_columns(con, LAKE), table_columns(con, "memory")
     replaced = [n for n in frames if n not in lake or lake[n] != stage[f"{n}__added"]]
-    stage_frames(con, {name: frames[name] for name in replaced})
+    stage_frames(con, {name: fill(frames[name]) for name in replaced})
     return {name: "replace" if name in replaced else "merge" for name in frames}

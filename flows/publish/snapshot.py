@@ -14,7 +14,7 @@ import polars as pl
 from flows.core import data_path
 from flows.core.lake import LAKE, STAGE, bounded, staged
 from flows.core.settings import Settings
-from flows.publish.plan import HASHED_PLAN_ROWS, prepare, row_hashes
+from flows.publish.plan import HASHED_PLAN_ROWS, Fill, as_held, prepare, row_hashes
 from flows.publish.published import PublishedDigests, PublishedRows, table_digest
 from flows.publish.stage import (
     HISTORY_TABLES,
@@ -189,6 +189,7 @@ def publish_tables(
     message: str,
     manifest: dict,
     embedding_dim: int,
+    fill: Fill | None = None,
 ) -> tuple[int, dict[str, tuple[int, int]]]:
     """Plan and commit a run's tables as one snapshot: the new version and, per table, rows
     deleted and inserted.
@@ -196,17 +197,23 @@ def publish_tables(
     Large keyed tables are planned from their row hashes against those the last commit
     kept (`PublishedRows`), small ones compared whole, skipping those whose digest the last
     commit kept (`PublishedDigests`); either is kept for the next run's plan.
+
+    `fill` gives rows as published from rows as the run holds them (the papers' raw
+    abstracts from their hashes: flows/core/held.py): large tables are hashed as held
+    and filled where rows are staged, small ones filled first.
     """
     frames = {name: tables[name] for name in TABLE_KEYS}
+    fill = fill or as_held
     hashes = digests = None
     if sum(frame.height for frame in frames.values()) >= HASHED_PLAN_ROWS:
         hashes = {name: row_hashes(frames[name], keys) for name, keys in TABLE_KEYS.items()}
     else:
+        frames = {name: fill(frame) for name, frame in frames.items()}
         digests = {name: table_digest(frame) for name, frame in frames.items()}
     history = {name: tables[name] for name in HISTORY_TABLES}
     con = staged(history, bounded(settings.cache_path / "spill", PUBLISH_MEMORY))
     try:
-        plans = prepare(con, settings, frames, hashes, digests)
+        plans = prepare(con, settings, frames, hashes, digests, fill)
         kept_rows = (settings, hashes) if hashes is not None else None
         kept_digests = (settings, digests) if digests is not None else None
         return commit(
