@@ -385,12 +385,13 @@ def test_a_raw_abstract_that_changes_while_its_clean_text_stays_is_published_as_
     """The run holds the raw abstracts' hashes, not the texts (flows/core/held.py): a
     raw abstract edited where cleaning hides the edit (spaces) changes that one papers row,
     and the version publishes the text as read, planned from kept row hashes and from the
-    catalog's rows alike."""
+    catalog's rows alike, its rows filled with their texts a slice at a time."""
     raw = tmp_path / "raw"
     spaced = NEW_ABSTRACTS[1].replace("two of", "two  of")
     others = [NEW_ABSTRACTS[0], *NEW_ABSTRACTS[2:]]
     write(raw / "iclr.txt", "ICLR 2026 Papers\n\n" + "\n\n".join(others) + "\n")
     monkeypatch.setattr(publish_snapshot, "HASHED_PLAN_ROWS", 0)
+    monkeypatch.setattr(publish_plan, "FILL_ROWS", 2)  # filled and staged in slices
     for name in ("kept", "catalog"):
         settings = Settings(warehouse=tmp_path / name)
         one = write(raw / "one.txt", "ICLR 2026 Papers\n\n" + NEW_ABSTRACTS[1] + "\n")
