@@ -14,6 +14,7 @@ import polars as pl
 import pytest
 
 from flows import ingest
+from flows.core.errors import WarehouseError
 from flows.core.held import HELD_BACK, STAND_IN
 from tests.conftest import write
 
@@ -84,13 +85,20 @@ def test_a_changed_raw_abstract_changes_the_hash_that_stands_in_for_it(raw, tmp_
     assert changed.height == 1 and changed["abstract"][0].startswith("We study sparse")
 
 
-def test_a_part_changed_under_the_run_is_refused_not_published(raw, tmp_path):
+def test_a_part_changed_or_gone_under_the_run_is_refused_not_published(raw, tmp_path):
     result = ingest.ingest([raw], cache_dir=tmp_path / "cache", chunking=WHOLE)
     held = both_ways(result)[1]
     part = next(p for p, _, _ in result.parts
                 if pl.read_parquet(p)[HELD_BACK].str.contains("sparse").any())  # fmt: skip
     rows = pl.read_parquet(part)
     rows.with_columns(pl.col(HELD_BACK).str.replace("sparse", "dense")).write_parquet(part)
-    told = r"raw abstracts of \d+ records read back .* not the run's \(first: .+ record \d+\)"
-    with pytest.raises(ValueError, match=told):
+    told = r"raw abstracts of \d+ records read back .* not the ones this run read \(first: .+ "
+    with pytest.raises(WarehouseError, match=told + r"record \d+\): .* run it again"):
         result.texts.filled(held)
+    part.unlink()
+    with pytest.raises(WarehouseError, match=r"cannot be read back .*No such file.* run it again"):
+        result.texts.filled(held)
+    # The next run finds the entry damaged, parses the file again and fills every row.
+    again = ingest.ingest([raw], cache_dir=tmp_path / "cache", chunking=WHOLE)
+    whole, held = both_ways(again)
+    assert again.texts.filled(held).equals(whole)

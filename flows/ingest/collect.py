@@ -77,8 +77,9 @@ class IngestResult:
 
     @property
     def texts(self) -> RecordTexts:
-        """The records' raw abstracts, read back where a run publishes them."""
-        return RecordTexts(tuple(self.parts))
+        """The records' raw abstracts, read back where a run publishes them (while this
+        result lives: without a parse cache, its spill folder holds them)."""
+        return RecordTexts.of(self.parts)
 
     def read_records(self, each: Callable[[pl.DataFrame], pl.DataFrame]) -> pl.DataFrame:
         """The records (`records`), each part passed through `each` as read."""
