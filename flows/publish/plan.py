@@ -22,7 +22,19 @@ ROW_HASH, COPY = "_row_hash", "_copy"
 Fill = Callable[[pl.DataFrame], pl.DataFrame]
 
 
+# Keyed tables of at least this many rows in all are planned from row hashes (see `prepare`;
+# bench/publish_delta.py measures both ways). Below it DuckDB's comparison is as quick and,
+# unlike Polars' many small steps, leaves the GIL to the suites that run beside it.
+HASHED_PLAN_ROWS = 20_000
+# Rows of a catalog's table read at a time where its row hashes are made (`catalog_hashes`).
+CATALOG_BATCH_ROWS = 100_000
+# Rows filled with their texts and staged at a time (`stage_filled`): each fill reads every
+# part of the parse cache once (1.2 s at a million papers), each slice 0.35 GB of texts.
+FILL_ROWS = 250_000
+
+
 def as_held(frame: pl.DataFrame) -> pl.DataFrame:
+    """Rows as the run holds them are the rows published (nothing held back)."""
     return frame
 
 
@@ -46,17 +58,6 @@ def stage_filled(
                 f"create or replace table {STAGE}.{name} as")  # fmt: skip
             con.execute(f"{into} select * from filled_frame")
             con.unregister("filled_frame")
-
-
-# Keyed tables of at least this many rows in all are planned from row hashes (see `prepare`;
-# bench/publish_delta.py measures both ways). Below it DuckDB's comparison is as quick and,
-# unlike Polars' many small steps, leaves the GIL to the suites that run beside it.
-HASHED_PLAN_ROWS = 20_000
-# Rows of a catalog's table read at a time where its row hashes are made (`catalog_hashes`).
-CATALOG_BATCH_ROWS = 100_000
-# Rows filled with their texts and staged at a time (`stage_filled`): each fill reads every
-# part of the parse cache once (1.2 s at a million papers), each slice 0.35 GB of texts.
-FILL_ROWS = 250_000
 
 
 def row_hash(columns: list[tuple[str, str]]) -> str:
@@ -120,10 +121,10 @@ def catalog_hashes(
             continue
         columns = ", ".join(f'"{column}"' for column in published)
         query = con.execute(f"select {columns} from {LAKE}.main.{name}")
-        held = held_back if STAND_IN in frame.columns else as_held
+        as_run = held_back if STAND_IN in frame.columns else as_held
         try:
             parts = [
-                row_hashes(held(pl.from_arrow(batch)).cast(frame.schema), keys).drop(COPY)
+                row_hashes(as_run(pl.from_arrow(batch)).cast(frame.schema), keys).drop(COPY)
                 for batch in query.fetch_record_batch(CATALOG_BATCH_ROWS)
             ]
         except pl.exceptions.PolarsError:
