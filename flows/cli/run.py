@@ -84,13 +84,10 @@ def run(
             # The stages' imports, the model and Great Expectations, while the server of
             # a new warehouse starts; the rest of `pipeline.warm_up` would lengthen the
             # start-up by more than it saves later.
-            from flows.core.settings import collector_paused
+            from flows import embed, pipeline, validate  # noqa: F401
 
-            with collector_paused():
-                from flows import embed, pipeline, validate  # noqa: F401
-
-                embed.load_model(settings.model, settings.device, settings.precision)
-                validate.warm_up()
+            embed.load_model(settings.model, settings.device, settings.precision)
+            validate.warm_up()
 
         # Start-up: the Prefect API, and the stages' imports and the model, side by side.
         with run_api(settings, while_starting=load_stages):
@@ -374,7 +371,6 @@ def serve_here(
     from prefect import serve as serve_deployments
     from prefect.context import SyncClientContext
 
-    from flows.core.settings import collector_paused
     from flows.pipeline import flow_for, run_handed_over, warm_up
     from flows.serve import WarmRunner
 
@@ -382,8 +378,7 @@ def serve_here(
         name=name, cron=cron, interval=interval, parameters=parameters
     )
     # What a handed-over run would otherwise import and load, done once.
-    with collector_paused():
-        warm_up(settings)
+    warm_up(settings)
     # Handed-over runs share one Prefect client of the serve's API, made here: a client
     # made per run builds an SSL context though the API is on loopback.
     with SyncClientContext(), WarmRunner(settings.warehouse, run_handed_over):

@@ -12,11 +12,8 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import gc
 import os
 import tomllib
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass
 from importlib.metadata import version
 from pathlib import Path
@@ -60,22 +57,6 @@ def package_version(name: str) -> str:
     the one in use."""
 
     return version(name)
-
-
-@contextmanager
-def collector_paused() -> Iterator[None]:
-    """Large imports without Python's cyclic garbage collector, which otherwise runs over
-    and over on the objects they make (the start of a run in a fresh process: `make
-    bench-plus-one`); what they made is then frozen out of later collections (gc.freeze)."""
-
-    was_enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        gc.freeze()
-        if was_enabled:
-            gc.enable()
 
 
 def configure_environment() -> None:

@@ -31,14 +31,11 @@ def main(argv: list[str]) -> None:
     """Watch the parent in a daemon thread, then run uvicorn's command line."""
     import importlib
 
-    from flows.core.settings import collector_paused
+    import uvicorn
 
     parent, *uvicorn_args = argv
-    with collector_paused():  # the app's imports: most of the server's start
-        import uvicorn
-
-        factory = uvicorn_args[uvicorn_args.index("--factory") + 1]
-        importlib.import_module(factory.split(":")[0])
+    factory = uvicorn_args[uvicorn_args.index("--factory") + 1]
+    importlib.import_module(factory.split(":")[0])  # the app's imports: most of the start
     threading.Thread(target=watch_parent, args=(int(parent),), daemon=True).start()
     uvicorn.main(args=uvicorn_args, prog_name="uvicorn")
 
