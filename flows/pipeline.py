@@ -49,14 +49,16 @@ def run_pipeline(settings: Settings, force: bool = False) -> record.RunSummary:
             settings.warehouse,
         )  # fmt: skip
         ingested = run.stage("ingest", ingest_raw, settings, last.shown)
-        embedded = run.stage("embed", embed_papers, ingested.papers, settings)
+        embedded = run.stage("embed", embed_papers, ingested.papers, settings, ingested.texts)
         agreement = run.beside(check_agreement, embedded, settings)
         tables = ingested.tables | {"embeddings": embedded.table}
         parameters = check_parameters(settings, embedded, ingested.papers.height)
-        early = run.beside(validate_tables, tables, settings, run.run_id, parameters)
-        tables |= run.stage("derive", derive_tables, ingested.tables, embedded, settings, last)
+        early = run.beside(validate_tables, tables, settings, run.run_id, parameters,
+                           ingested.texts)  # fmt: skip
+        tables |= run.stage("derive", derive_tables, ingested.tables, embedded, settings, last,
+                            ingested.texts)  # fmt: skip
         results, docs = run.validate(early, tables, parameters)
-        run.gate(tables, results, docs)
+        run.gate(tables, results, docs, ingested.texts)
 
         embedded.agreement = agreement.result()
         manifest = record.manifest(run.summary, settings, fingerprint, embedded, tables["sources"])

@@ -18,6 +18,7 @@ import polars as pl
 
 from flows import validate
 from flows.core import run_record as record
+from flows.core.held import Texts
 from flows.core.lake import staged
 from flows.core.settings import Settings
 from flows.publish import compact_when_due
@@ -91,15 +92,18 @@ class StageRunner:
         record.stage_ended(self.summary, "validate")
         return results, [*suite_results, *later_results]
 
-    def gate(self, tables: dict[str, pl.DataFrame], results: pl.DataFrame, docs: list) -> None:
+    def gate(
+        self, tables: dict[str, pl.DataFrame], results: pl.DataFrame, docs: list, texts: Texts
+    ) -> None:
         """Stop before publish where a blocking check failed: the stopped run gets its page
-        (warehouse/dq/<run_id>.html, from the run's own tables) and its Data Docs."""
+        (warehouse/dq/<run_id>.html, from the run's own tables, the papers' abstracts read
+        back through `texts`) and its Data Docs."""
         failures = validate.blocking_failures(results)
         if not failures.height:
             return
         self.summary.status = "failed"
         self.summary.data_docs = write_data_docs(self.settings, self.run_id, docs)
-        con = staged(tables)
+        con = staged(tables | {"papers": texts.filled(tables["papers"])})
         try:
             page = validate.write_run_page(con, self.settings, self.run_id, results)
             self.summary.dq_page = str(page)

@@ -14,13 +14,14 @@ from prefect.cache_policies import NO_CACHE
 
 from flows import derive, embed, ingest, publish, validate
 from flows.core.cluster import cluster_workers, on_workers
+from flows.core.held import IN_FRAME
 from flows.core.settings import Settings
 
 
 @dataclass
 class Ingested:
     """What ingest hands on: the file, paper, location and reject tables, and where the
-    papers' raw abstracts lie (`texts`: the papers frame holds their hashes)."""
+    papers' raw and clean abstracts lie (`texts`: the papers frame holds their hashes)."""
 
     result: ingest.IngestResult
     papers: pl.DataFrame
@@ -64,7 +65,7 @@ def ingest_raw(settings: Settings, shown: pl.DataFrame | None = None) -> Ingeste
         )
     for source in result.files:
         source.cached = source.cached and source.path not in parsed
-    # The raw abstracts stay in the parts: publish reads back those of the rows it adds.
+    # The abstracts stay in the parts: each stage reads back those of the papers it works on.
     papers, paper_sources = ingest.build_papers(result.held_back_records(), shown)
     return Ingested(result, papers, paper_sources)
 
@@ -80,9 +81,11 @@ def parse_file(job: ingest.ParseJob, settings: Settings) -> str:
 
 
 @task(name="embed_papers", cache_policy=NO_CACHE)
-def embed_papers(papers: pl.DataFrame, settings: Settings) -> embed.EmbedResult:
+def embed_papers(
+    papers: pl.DataFrame, settings: Settings, texts: ingest.RecordTexts | None = None
+) -> embed.EmbedResult:
     """Vectors for every paper (the table in paper_id order); only texts new for this model
-    are encoded.
+    are encoded, their abstracts read back through `texts` where the papers hold them back.
 
     On a cluster, the texts to encode go to the workers in shards (`encode_shard`). The
     sample of reduced-precision vectors is left for `check_agreement`, which runs beside
@@ -102,6 +105,7 @@ def embed_papers(papers: pl.DataFrame, settings: Settings) -> embed.EmbedResult:
         ),
         pieces=2 * cluster_workers(),
         check=False,
+        texts=texts or IN_FRAME,
     )
     # In paper_id order, as the run publishes it: one frame of every vector, not two.
     embedded.table = embedded.table.sort("paper_id")
@@ -138,6 +142,7 @@ def derive_tables(
     embedded: embed.EmbedResult,
     settings: Settings,
     last: publish.Previous,
+    texts: ingest.RecordTexts | None = None,
 ) -> dict[str, pl.DataFrame]:
     """Neighbours, near-duplicates, topics, mentions and stats, built in DuckDB from sql/.
 
@@ -146,16 +151,24 @@ def derive_tables(
     """
     info = embedded.info
     model_key = f"{info.model_id}:{info.weights_sha256}:{info.precision}"
-    return derive.derive_tables(inputs, embedded.table, settings, model_key, last, neighbor_rows)
+    return derive.derive_tables(
+        inputs, embedded.table, settings, model_key, last, neighbor_rows, texts or IN_FRAME
+    )
 
 
 @task(name="validate_tables", cache_policy=NO_CACHE)
 def validate_tables(
-    tables: dict[str, pl.DataFrame], settings: Settings, run_id: str, parameters: dict
+    tables: dict[str, pl.DataFrame],
+    settings: Settings,
+    run_id: str,
+    parameters: dict,
+    texts: ingest.RecordTexts | None = None,
 ) -> tuple[pl.DataFrame, list]:
     """Run the suite of each table in `tables` that has one: the dq_results rows and the
-    suite results for the Data Docs."""
-    validator = validate.Validator(settings.warehouse / "gx", run_id, settings.cache_path / "dq")
+    suite results for the Data Docs (the papers' abstracts read back through `texts` for
+    the rows checked now, where the papers hold them back)."""
+    memo = settings.cache_path / "dq"
+    validator = validate.Validator(settings.warehouse / "gx", run_id, memo, texts or IN_FRAME)
     names = [name for name in validate.suite_names() if name in tables]
     rows = [validator.validate(name, tables[name], parameters) for name in names]
     return pl.concat(rows), validator.unstored
@@ -171,7 +184,7 @@ def publish_snapshot(
     texts: ingest.RecordTexts | None = None,
 ) -> tuple[int, dict]:
     """Commit the tables to the DuckLake catalog as one snapshot: its version and the rows
-    each table gained and lost. `texts` gives back the raw abstracts of the papers rows
-    that are published anew (the papers frame holds their hashes)."""
+    each table gained and lost. `texts` gives back the abstracts of the papers rows that
+    are published anew (the papers frame holds their hashes)."""
     fill = texts.filled if texts is not None else None
     return publish.publish_tables(tables, settings, message, manifest, dim, fill)

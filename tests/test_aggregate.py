@@ -247,9 +247,9 @@ def test_mentions_of_a_few_papers_compile_only_the_patterns_they_mention(monkeyp
 
     monkeypatch.setattr(paper_rows, "over_papers", spy)
     rows = paper_rows.PaperRows(con, None, "mentions", ("mention_vocabulary",), papers)
-    few = rows.run_over(con, papers["paper_id"].head(mentions.MACRO_ROWS_MAX))
+    few = rows.run_over(con, rows.papers.head(mentions.MACRO_ROWS_MAX))
     monkeypatch.setattr(paper_rows, "MACRO_ROWS_MAX", 10)
-    many = rows.run_over(con, papers["paper_id"])
+    many = rows.run_over(con, rows.papers)
     assert used == [(40, False), (40, True)]
     assert "CASE" in definition().upper()  # the constant form again
     assert few.sort(few.columns).equals(many.sort(many.columns)) and many.height > 40
@@ -842,7 +842,7 @@ def papers_read(monkeypatch) -> list[list[str]]:
     run_over = paper_rows.PaperRows.run_over
 
     def spy(self, con, papers):
-        read.append(sorted(papers))
+        read.append(sorted(papers["paper_id"]))
         return run_over(self, con, papers)
 
     monkeypatch.setattr(paper_rows.PaperRows, "run_over", spy)

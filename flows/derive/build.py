@@ -13,6 +13,7 @@ import numpy as np
 import polars as pl
 
 from flows.core import tables
+from flows.core.held import HELD_BACK, IN_FRAME, Texts
 from flows.core.lake import bounded, read_sql, stage_frames
 from flows.core.run_record import run_logger
 from flows.core.settings import Settings
@@ -33,9 +34,9 @@ SCRATCH = (*LIST_FRAMES, "topic_centroids", "stopwords", "mention_vocabulary", "
            "paper_digests")  # fmt: skip
 # What the stage's DuckDB holds of its tables and queries; the rest is spilled to disk.
 DERIVE_MEMORY = "1GB"
-# The papers' texts: the SQL that reads abstracts reads them from the frame (`PaperRows`);
-# the raw abstracts, held back from the run, as their hashes (flows/core/held.py).
-TEXTS = ["abstract", "abstract_raw", "abstract_raw_hash"]
+# The papers' texts: the SQL that reads abstracts reads them from the frame (`PaperRows`),
+# or where the run holds them back (flows/core/held.py), through its `Texts`.
+TEXTS = [*HELD_BACK, *HELD_BACK.values()]
 
 
 class LastVersion(Protocol):
@@ -53,6 +54,7 @@ def derive_tables(
     model_key: str,
     last: LastVersion,
     rows_task: Any = None,
+    texts: Texts = IN_FRAME,
 ) -> dict[str, pl.DataFrame]:
     """Neighbours, near-duplicates, topics, mentions and stats, built in DuckDB from sql/:
     each table of `derived_tables()`.
@@ -65,16 +67,17 @@ def derive_tables(
         last: what the latest version holds: its topics and map carry over.
         rows_task: the Prefect task that searches a range of rows on a worker
             (`search_rows`), used where the flow runs on a Dask cluster.
+        texts: where the abstracts are read back, where the papers hold them back.
     """
     con = bounded(settings.cache_path / "spill", DERIVE_MEMORY)
     try:
         # The abstracts stay out of DuckDB's papers (the SQL that reads them reads
-        # `inputs["papers"]`), and no SQL of sql/ reads the raw abstracts.
+        # `inputs["papers"]`, through `texts`), and no SQL of sql/ reads the raw abstracts.
         stage_frames(con, inputs | {"papers": inputs["papers"].drop(TEXTS, strict=False)})
         search = partial(search_lists, settings=settings, model_key=model_key,
                          rows_task=rows_task)  # fmt: skip
         build_tables(con, inputs["papers"], embeddings, settings, last, search,
-                     run_logger().info, settings.cache_path / "paper_rows")  # fmt: skip
+                     run_logger().info, settings.cache_path / "paper_rows", texts)  # fmt: skip
         return {name: con.table(name).pl() for name in derived_tables()}
     finally:
         con.close()
@@ -89,11 +92,13 @@ def build_tables(
     search: Callable[[list[str], np.ndarray], pl.DataFrame] | None = None,
     say: Callable[[str], object] | None = None,
     cache: Path | None = None,
+    texts: Texts = IN_FRAME,
 ) -> dict[str, int]:
     """Build the derived tables in `con` (which already holds papers, sources, paper_sources).
 
-    `papers` is the papers with their abstracts: the SQL that reads abstracts reads them
-    there, so the papers table of `con` may leave them out. `settings` gives k, the
+    `papers` is the papers with their abstracts or their hashes: the SQL that reads
+    abstracts reads them there (through `texts`), so the papers table of `con` may leave
+    them out. `settings` gives k, the
     duplicate threshold and group size, the neighbour method and the topics' count, seed
     and refit.
 
@@ -107,6 +112,7 @@ def build_tables(
             of topic terms) are kept between runs (`PaperRows`), so that only new papers
             are read, and the counts of topic terms (`TermCounts`), so that only papers
             that changed are counted; without it, every paper is read each time.
+        texts: where the abstracts of `papers` are read back, where they hold them back.
 
     Returns:
         row count per table built.
@@ -135,10 +141,10 @@ def build_tables(
     stage_frames(con, lists | computed)
     set_variables(con, settings)
     stage_vocabulary(con)
-    count_topic_terms(con, cache, paper_topics, papers)
+    count_topic_terms(con, cache, paper_topics, papers, texts)
     counts = {"paper_topics": paper_topics.height, "paper_coordinates": coordinates.height}
     for table in SQL_TABLES:
-        counts[table] = build_table(con, table, cache, papers)
+        counts[table] = build_table(con, table, cache, papers, texts)
     for scratch in SCRATCH:
         con.execute(f"drop table {scratch}")
     return counts
@@ -164,12 +170,16 @@ def set_variables(con: duckdb.DuckDBPyConnection, settings: Settings) -> None:
 
 
 def build_table(
-    con: duckdb.DuckDBPyConnection, table: str, cache: Path | None, papers: pl.DataFrame
+    con: duckdb.DuckDBPyConnection,
+    table: str,
+    cache: Path | None,
+    papers: pl.DataFrame,
+    texts: Texts = IN_FRAME,
 ) -> int:
     """Create `table` in `con` from sql/<table>.sql (per paper where it is kept so,
     `PaperRows`); its row count."""
     if table in PER_PAPER_TABLES:
-        rows = PaperRows(con, cache, table, PER_PAPER_TABLES[table], papers)
+        rows = PaperRows(con, cache, table, PER_PAPER_TABLES[table], papers, texts)
         rows.build(con, table, tables.table(table).keys)
     else:
         con.execute(f"create or replace table {table} as {read_sql(table)}")

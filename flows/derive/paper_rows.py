@@ -15,6 +15,7 @@ import duckdb
 import polars as pl
 
 from flows.core import cache
+from flows.core.held import IN_FRAME, Texts, held_back, text_or_stand_in
 from flows.core.lake import read_sql
 from flows.derive.mentions import MACRO_ROWS_MAX
 
@@ -26,6 +27,10 @@ BATCH_PAPERS = 20_000
 DIGEST_PAPERS = 100_000
 # Tables of sql/ whose rows each come from one paper alone, and the other tables they read.
 PER_PAPER_TABLES = {"mentions": ("mention_vocabulary",)}
+# The columns of papers that per-paper SQL reads (and sql/aggregate/paper_digests.sql
+# digests), and where a paper's held-back abstract is read back from (its record).
+READ = ("paper_id", "abstract", "links")
+RECORD = ("source_path", "record_no")
 
 
 @dataclass(frozen=True)
@@ -84,16 +89,22 @@ class PaperRows:
         name: str,
         reads: tuple[str, ...],
         papers: pl.DataFrame,
+        texts: Texts = IN_FRAME,
     ):
         """Args:
-        name: the SQL file, sql/<name>.sql; it reads `papers` and the tables `reads`.
-        papers: the papers with their abstracts, which the SQL reads as `papers`; the
-            papers table of `con` need not hold the abstracts (copying them into DuckDB
-            would cost every run).
+        name: the SQL file, sql/<name>.sql; it reads `papers` (its columns READ) and the
+            tables `reads`.
+        papers: the papers, which the SQL reads as `papers`, their abstracts or their
+            hashes (flows/core/held.py); the papers table of `con` need not hold the
+            abstracts (copying them into DuckDB would cost every run).
+        texts: where the abstracts of papers that hold them back are read back, for the
+            papers the SQL reads.
         """
         self.digests = read_sql("aggregate/paper_digests")
         self.sql = read_sql(name)
-        self.papers = papers
+        read = [text_or_stand_in(papers.columns, c) if c == "abstract" else c for c in READ]
+        self.papers = papers.select(*read, *(c for c in RECORD if c in papers.columns))
+        self.texts = texts
         self.macros, each_row = con.execute(
             "select getvariable('macros'), getvariable('macros_each_row')"
         ).fetchone()
@@ -122,7 +133,7 @@ class PaperRows:
         up to date; with the rows it held before."""
         digests = self.paper_digests(con)
         if self.path is None:
-            rows = self.run_over(con, digests["paper_id"])
+            rows = pl.concat(self.new_rows(con, digests["paper_id"]))
             return PaperRowsUpdate(rows.lazy(), digests, rows.clear().lazy(), digests.clear())
         files = self.files()
         stored = self.scan(files)
@@ -152,10 +163,12 @@ class PaperRows:
         return PaperRowsUpdate(rows, digests, before, read)
 
     def new_rows(self, con: duckdb.DuckDBPyConnection, papers: pl.Series) -> Iterator[pl.DataFrame]:
-        """The SQL's rows for `papers`, BATCH_PAPERS papers at a time (one empty frame of
-        its columns where there are none)."""
-        for start in range(0, max(papers.len(), 1), BATCH_PAPERS):
-            yield self.run_over(con, papers.slice(start, BATCH_PAPERS))
+        """The SQL's rows for `papers`, about BATCH_PAPERS papers at a time, their abstracts
+        read back where held back (one empty frame of its columns where there are none)."""
+        # Picked from the frame: a join in DuckDB would read every column of every paper.
+        narrowed = self.papers.filter(pl.col("paper_id").is_in(papers.implode()))
+        for batch in self.texts.batches(narrowed, BATCH_PAPERS):
+            yield self.run_over(con, batch.select(READ))
 
     def save_part(self, batches: Iterator[pl.DataFrame], todo: pl.DataFrame) -> pl.LazyFrame:
         """Write the rows of `batches` and the digests of the papers they were read from
@@ -178,7 +191,7 @@ class PaperRows:
         except duckdb.CatalogException:
             # The columns sql/aggregate/paper_digests.sql reads: only they are converted,
             # and DIGEST_PAPERS papers at a time (DuckDB copies the texts it is handed).
-            texts = self.papers.select("paper_id", "abstract", "links")
+            texts = held_back(self.papers.drop(RECORD, strict=False))
             digests = pl.concat(
                 over_papers(con, texts.slice(start, DIGEST_PAPERS), self.digests)
                 for start in range(0, max(texts.height, 1), DIGEST_PAPERS)
@@ -188,10 +201,8 @@ class PaperRows:
         con.unregister("paper_digests_frame")
         return digests
 
-    def run_over(self, con: duckdb.DuckDBPyConnection, papers: pl.Series) -> pl.DataFrame:
-        """The SQL's rows for `papers` only."""
-        # Picked from the frame: a join in DuckDB would read every column of every paper.
-        narrowed = self.papers.filter(pl.col("paper_id").is_in(papers.implode()))
+    def run_over(self, con: duckdb.DuckDBPyConnection, narrowed: pl.DataFrame) -> pl.DataFrame:
+        """The SQL's rows for the papers `narrowed` (their columns READ) only."""
         if self.macros_each_row is None or narrowed.height > MACRO_ROWS_MAX:
             return over_papers(con, narrowed, self.sql)
         con.execute(self.macros_each_row)

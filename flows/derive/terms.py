@@ -13,6 +13,7 @@ import duckdb
 import polars as pl
 
 from flows.core import cache
+from flows.core.held import IN_FRAME, Texts
 from flows.core.lake import read_sql
 from flows.core.settings import SQL_DIR
 from flows.derive.paper_rows import PaperRows, PaperRowsUpdate
@@ -241,10 +242,15 @@ def with_topics(tokens: pl.LazyFrame, papers: pl.DataFrame) -> pl.DataFrame:
 
 
 def count_topic_terms(
-    con: duckdb.DuckDBPyConnection, cache: Path | None, topics: pl.DataFrame, papers: pl.DataFrame
+    con: duckdb.DuckDBPyConnection,
+    cache: Path | None,
+    topics: pl.DataFrame,
+    papers: pl.DataFrame,
+    texts: Texts = IN_FRAME,
 ) -> None:
     """Create term_counts in `con` (which holds stopwords): papers of each topic in `topics`
-    (paper_id, topic_id) using each term of their abstracts (in `papers`), from the tokens
-    and counts kept in `cache` where there are some (`PaperRows`, `TermCounts`)."""
-    tokens = PaperRows(con, cache, "aggregate/paper_tokens", ("stopwords",), papers)
+    (paper_id, topic_id) using each term of their abstracts (in `papers`, or read back
+    through `texts`), from the tokens and counts kept in `cache` where there are some
+    (`PaperRows`, `TermCounts`)."""
+    tokens = PaperRows(con, cache, "aggregate/paper_tokens", ("stopwords",), papers, texts)
     TermCounts(cache, tokens).build(con, tokens.update(con), topics)

@@ -12,6 +12,7 @@ import numpy as np
 import polars as pl
 
 from flows.core import cache
+from flows.core.held import HELD_BACK, held_back, text_or_stand_in
 from flows.embed.model import ModelInfo
 
 
@@ -109,30 +110,28 @@ def unit_vectors(vectors: pl.Series, dim: int) -> np.ndarray:
 
 class TextHashes:
     """Each paper's text hash as the last run made it, found again by a quick 64-bit hash
-    of the paper's title and abstract, with its id and their length, instead of SHA-256 of
-    every text, which takes several times as long (and making every text: at a million
-    papers, 3 s and a GB of strings).
+    of the paper's title and of its abstract's hash (flows/core/held.py: the run's papers
+    hold that, not the text), with its id, instead of SHA-256 of every text, which takes
+    several times as long and needs every text made (at a million papers, 3 s and a GB of
+    strings, and the abstracts read back).
 
     polars' hashes may change between its versions: the file is one per version.
     """
 
-    SCHEMA = {"paper_id": pl.String, "quick": pl.UInt64, "bytes": pl.UInt32,
-              "text_sha256": pl.String}  # fmt: skip
+    SCHEMA = {"paper_id": pl.String, "quick": pl.UInt64, "text_sha256": pl.String}
 
     def __init__(self, folder: Path):
-        self.path = folder / "text-hashes" / f"parts-polars-{pl.__version__}.parquet"
+        self.path = folder / "text-hashes" / f"held-polars-{pl.__version__}.parquet"
 
     def of(self, papers: pl.DataFrame, text: Callable[[pl.DataFrame], pl.Series]) -> pl.Series:
-        """text_sha256 of each paper's text (`text` of its title and abstract); the file
-        keeps them."""
-        title, abstract = pl.col("title").cast(pl.String), pl.col("abstract").cast(pl.String)
-        parts = pl.struct(title, abstract)
-        size = title.str.len_bytes().fill_null(0) + abstract.str.len_bytes()
-        now = papers.select("paper_id", quick=parts.hash(), bytes=size.fill_null(0)).cast(
-            {k: v for k, v in self.SCHEMA.items() if k != "text_sha256"}
-        )
+        """text_sha256 of each paper's text (`text` of some of `papers`: their title and
+        abstract); the file keeps them."""
+        abstract = text_or_stand_in(papers.columns, "abstract")
+        held = held_back(papers.select("paper_id", "title", abstract))
+        parts = pl.struct(pl.col("title").cast(pl.String), HELD_BACK["abstract"])
+        now = held.select("paper_id", quick=parts.hash())
         kept = self.load()
-        found = now.join(kept, on=["paper_id", "quick", "bytes"], how="left",
+        found = now.join(kept, on=["paper_id", "quick"], how="left",
                          maintain_order="left")["text_sha256"]  # fmt: skip
         todo = found.is_null()
         if todo.any():

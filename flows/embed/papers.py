@@ -5,11 +5,13 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 
 import numpy as np
 import polars as pl
 
+from flows.core.held import IN_FRAME, Texts, text_or_stand_in
 from flows.core.progress import Advance, progress
 from flows.core.settings import BATCH_SIZE, PACKAGED_MODEL, encoder_cache
 from flows.embed.agreement import agreement_with_fp32, pick_sample, reduced_precision
@@ -23,6 +25,10 @@ SHARD_TEXTS = 8192  # most texts a shard encodes: a cache part each, progress as
 # process holds of them (a million texts at once held 4 GB of tokens alone). Parts follow
 # the texts' hash order, so a run encoding the same texts batches them alike.
 EMBED_PART = 50_000
+# Papers whose abstracts are read back (`texts_made`) at a time: each read takes every part
+# of the parse cache once that holds any of them.
+TEXT_ROWS = 250_000
+RECORD = ("source_path", "record_no")  # where a paper's texts lie: its shown record
 
 
 @dataclass
@@ -48,13 +54,26 @@ def paper_text(papers: pl.DataFrame) -> pl.Series:
     ).to_series()
 
 
+def texts_made(papers: pl.DataFrame, texts: Texts = IN_FRAME) -> pl.Series:
+    """`paper_text` of `papers` (in their order), their abstracts read back (`texts`) where
+    the run holds them back, TEXT_ROWS papers at a time."""
+    abstract = text_or_stand_in(papers.columns, "abstract")
+    wanted = [c for c in (*RECORD, "title", abstract) if c in papers.columns]
+    made = [paper_text(texts.filled(part)) for part in papers.select(wanted).iter_slices(TEXT_ROWS)]
+    return pl.concat(made) if made else pl.Series("abstract", [], pl.String)
+
+
 def pending_texts(
-    papers: pl.DataFrame, cache: EmbeddingCache | None, known: TextHashes | None = None
+    papers: pl.DataFrame,
+    cache: EmbeddingCache | None,
+    known: TextHashes | None = None,
+    texts: Texts = IN_FRAME,
 ) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]:
     """Each paper's text hash, the vectors cached for them, and the texts to encode.
 
-    Only the texts to encode are made (and those whose hashes no run kept): at a million
-    papers, every text is a GB of strings.
+    Only the texts to encode are made (and those whose hashes no run kept), their
+    abstracts read back (`texts`) where the papers hold them back: at a million papers,
+    every text is a GB of strings.
 
     Args:
         known: the hashes of the last run's texts, where there is a cache.
@@ -63,7 +82,8 @@ def pending_texts(
         keyed (paper_id, text_sha256), cached (text_sha256, embedding) and todo
         (text_sha256, text: one row per distinct text not cached).
     """
-    hashes = known.of(papers, paper_text) if known else text_sha256(paper_text(papers))
+    made = partial(texts_made, texts=texts)
+    hashes = known.of(papers, made) if known else text_sha256(made(papers))
     keyed = pl.DataFrame({"paper_id": papers["paper_id"], "text_sha256": hashes})
     cached = (
         cache.lookup(hashes)
@@ -71,8 +91,8 @@ def pending_texts(
         else pl.DataFrame(schema={"text_sha256": pl.String, "embedding": pl.List(pl.Float32)})
     )
     missing = ~hashes.is_in(cached["text_sha256"].implode())
-    texts = paper_text(papers.filter(missing))
-    todo = pl.DataFrame({"text_sha256": hashes.filter(missing), "text": texts})
+    fresh = papers.filter(missing)
+    todo = pl.DataFrame({"text_sha256": hashes.filter(missing), "text": made(fresh)})
     # In hash order: `encode` batches longest first, and texts of equal length then meet
     # the same batch companions in every run that encodes the same set of texts.
     return keyed, cached, todo.unique("text_sha256").sort("text_sha256")
@@ -148,6 +168,7 @@ def embed_papers(
     on_workers: Callable[[list[pl.DataFrame]], object] | None = None,
     pieces: int = 8,
     check: bool = True,
+    texts: Texts = IN_FRAME,
 ) -> EmbedResult:
     """The embeddings table (paper_id, model, dim, embedding); only uncached texts are encoded.
 
@@ -158,10 +179,12 @@ def embed_papers(
         check: compare a sample of reduced-precision vectors with fp32 here (`agreement`);
             False leaves the sample in `sample`, for `check_sample` later (the flow runs it
             beside the aggregate stage).
+        texts: where the abstracts of `papers` are read back, where they hold them back.
     """
     _, info = load_model(model, device, precision)
     cache = EmbeddingCache(cache_dir, info) if cache_dir else None
-    keyed, cached, todo = pending_texts(papers, cache, TextHashes(cache_dir) if cache_dir else None)
+    known = TextHashes(cache_dir) if cache_dir else None
+    keyed, cached, todo = pending_texts(papers, cache, known, texts)
     if on_workers and cache and todo.height:
         on_workers(shards(todo, batch_size, pieces, model))
         done = cache.lookup(todo["text_sha256"])

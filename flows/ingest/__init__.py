@@ -34,7 +34,7 @@ Modules, in the order a file meets them:
     collect     every file (or its cached parse) into one IngestResult
     jobs        the parses a cluster does first: whole files or chunks
     results     papers and their locations, the per-file report, a progress bar
-    texts       the raw abstracts held back from the run's frames (core/held.py), read back
+    texts       the abstracts held back from the run's frames (core/held.py), read back
     model       what they share: schemas, rules, a file's layout and settings, Reader
 """
 

@@ -71,14 +71,14 @@ class IngestResult:
         return self.read_records(lambda rows: rows)
 
     def held_back_records(self) -> pl.DataFrame:
-        """`records` with a hash of each raw abstract in place of the text (flows/ingest/
-        texts.py), read a part at a time: the run does not hold the raw abstracts."""
+        """`records` with a hash of each raw and clean abstract in place of the text
+        (flows/ingest/texts.py), read a part at a time: the run does not hold the texts."""
         return self.read_records(held_back)
 
     @property
     def texts(self) -> RecordTexts:
-        """The records' raw abstracts, read back where a run publishes them (while this
-        result lives: without a parse cache, its spill folder holds them)."""
+        """The records' held-back texts, read back where a stage works on them (while
+        this result lives: without a parse cache, its spill folder holds them)."""
         return RecordTexts.of(self.parts)
 
     def read_records(self, each: Callable[[pl.DataFrame], pl.DataFrame]) -> pl.DataFrame:

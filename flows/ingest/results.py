@@ -9,7 +9,7 @@ from contextlib import contextmanager
 
 import polars as pl
 
-from flows.core.held import HELD_BACK, STAND_IN
+from flows.core.held import HELD_BACK
 from flows.core.progress import progress
 from flows.ingest.model import Progress
 
@@ -25,7 +25,7 @@ def build_papers(
     source_path, record_no); else its first record as read (files in path order, records
     in file order).
 
-    Records whose raw abstracts are held back (`IngestResult.held_back_records`) give
+    Records whose texts are held back (`IngestResult.held_back_records`) give
     papers that hold their hashes instead.
 
     Returns:
@@ -60,8 +60,8 @@ PAPER_COLUMNS = (
 
 
 def paper_columns(columns: list[str]) -> list[str]:
-    """The columns of papers, with the raw abstracts' hashes where `columns` has them."""
-    return [STAND_IN if c == HELD_BACK and STAND_IN in columns else c for c in PAPER_COLUMNS]
+    """The columns of papers, with the held-back texts' hashes where `columns` has them."""
+    return [HELD_BACK[c] if HELD_BACK.get(c) in columns else c for c in PAPER_COLUMNS]
 
 
 def file_report(sources: pl.DataFrame) -> pl.DataFrame:

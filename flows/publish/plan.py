@@ -10,14 +10,14 @@ from collections.abc import Callable
 import duckdb
 import polars as pl
 
-from flows.core.held import STAND_IN, held_back, published_columns
+from flows.core.held import held_back, published_columns, stand_ins
 from flows.core.lake import LAKE, STAGE, attach, read_sql, stage_frames
 from flows.core.settings import Settings
 from flows.publish.published import PublishedDigests, PublishedRows
 from flows.publish.stage import TABLE_KEYS, Columns, detach, start_writing, table_columns
 
 ROW_HASH, COPY = "_row_hash", "_copy"
-# Rows as published from rows as the run holds them (its papers hold the raw abstracts'
+# Rows as published from rows as the run holds them (its papers hold the abstracts'
 # hashes: flows/core/held.py); as they are where none are held back.
 Fill = Callable[[pl.DataFrame], pl.DataFrame]
 
@@ -40,7 +40,7 @@ def as_held(frame: pl.DataFrame) -> pl.DataFrame:
 
 def held(frame: pl.DataFrame, fill: Fill) -> bool:
     """Whether `frame` holds texts that `fill` reads back."""
-    return fill is not as_held and STAND_IN in frame.columns
+    return fill is not as_held and bool(stand_ins(frame.columns))
 
 
 def stage_filled(
@@ -103,8 +103,8 @@ def catalog_hashes(
 ) -> dict[str, pl.DataFrame] | None:
     """`row_hashes` of the catalog's rows of each table of `frames`, where the cache kept
     none (`PublishedRows`), read a batch at a time as the frame's columns and types: only
-    keys and hashes are held, not a copy of the table. The catalog's raw abstracts are
-    hashed where the frame holds their hashes.
+    keys and hashes are held, not a copy of the table. The catalog's texts are hashed
+    where the frame holds their hashes (flows/core/held.py).
 
     A table the catalog lacks, or holds with other columns, gets none: `plan_from_hashes`
     replaces it whole. None where the catalog holds none of the tables (a first version:
@@ -121,7 +121,7 @@ def catalog_hashes(
             continue
         columns = ", ".join(f'"{column}"' for column in published)
         query = con.execute(f"select {columns} from {LAKE}.main.{name}")
-        as_run = held_back if STAND_IN in frame.columns else as_held
+        as_run = held_back if stand_ins(frame.columns) else as_held
         try:
             parts = [
                 row_hashes(as_run(pl.from_arrow(batch)).cast(frame.schema), keys).drop(COPY)
@@ -230,7 +230,7 @@ def prepare(
     latest version, `keep_committed`), else with the catalog's table: reading a table of a
     DuckLake catalog reads its metadata first, which costs more than comparing a small one.
 
-    `fill` makes rows of a frame as published (the raw abstracts back in its papers): it
+    `fill` makes rows of a frame as published (the abstracts back in its papers): it
     is given the rows staged, not the whole frame, where a table is merged.
     """
     attach(con, settings, create=True)

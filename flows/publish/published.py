@@ -13,7 +13,7 @@ import duckdb
 import polars as pl
 
 from flows.core import cache
-from flows.core.held import HELD_BACK, STAND_IN
+from flows.core.held import HELD_BACK
 from flows.core.lake import LAKE
 from flows.core.settings import Settings
 from flows.publish.stage import TABLE_KEYS
@@ -27,7 +27,7 @@ class PublishedRows:
     One Parquet file per table and a stamp naming the catalog (the time of its first
     snapshot), its latest snapshot (id and time), the Polars version (whose hashes these
     are) and the columns hashed as their values' hashes (flows/core/held.py: hashes made
-    with a raw abstract's text are not compared with rows that hold its hash). The stamp
+    with an abstract's text are not compared with rows that hold its hash). The stamp
     is removed before the files change and written after them: a cache whose stamp does
     not name the catalog's latest snapshot, which any other commit makes, is not used.
     The catalog is named by what it holds, not by where it lies: a warehouse moved or
@@ -49,7 +49,7 @@ class PublishedRows:
             f"max_by(snapshot_time, snapshot_id)::varchar from {LAKE}.snapshots()"
         ).fetchone()
         return {"catalog_started": first, "snapshot": snapshot, "time": at,
-                "polars": pl.__version__, "held_back": {HELD_BACK: STAND_IN}}  # fmt: skip
+                "polars": pl.__version__, "held_back": HELD_BACK}  # fmt: skip
 
     def load(self, con: duckdb.DuckDBPyConnection) -> dict[str, pl.DataFrame] | None:
         """The hashes of every keyed table, if they are those of the latest snapshot (and

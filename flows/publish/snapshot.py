@@ -198,8 +198,8 @@ def publish_tables(
     kept (`PublishedRows`), small ones compared whole, skipping those whose digest the last
     commit kept (`PublishedDigests`); either is kept for the next run's plan.
 
-    `fill` gives rows as published from rows as the run holds them (the papers' raw
-    abstracts from their hashes: flows/core/held.py): large tables are hashed as held
+    `fill` gives rows as published from rows as the run holds them (the papers' raw and
+    clean abstracts from their hashes: flows/core/held.py): large tables are hashed as held
     and filled where rows are staged, small ones filled first.
     """
     frames = {name: tables[name] for name in TABLE_KEYS}

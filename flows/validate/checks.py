@@ -10,6 +10,7 @@ import duckdb
 import numpy as np
 import polars as pl
 
+from flows.core.held import column_or_stand_in
 from flows.core.lake import read_sql
 from flows.validate.suites import Suite, column_label, resolve
 
@@ -89,7 +90,8 @@ def row_result(
     failing: np.ndarray,
     prepared: pl.DataFrame,
 ) -> dict:
-    """One row-level expectation's dq_results row over every row of `prepared`.
+    """One row-level expectation's dq_results row over every row of `prepared` (whose
+    held-back texts' hashes are missing where the texts are: flows/core/held.py).
 
     Args:
         field: the expectation's result fields that do not depend on the rows.
@@ -101,7 +103,7 @@ def row_result(
     if field["expectation"] == "expect_column_values_to_not_be_null" or column is None:
         considered = prepared.height
     else:  # as Great Expectations: null values are not counted against `mostly`
-        considered = prepared.height - prepared[column].null_count()
+        considered = prepared.height - column_or_stand_in(prepared, column).null_count()
     mostly = field["mostly"]
     if mostly is None:
         success = unexpected == 0

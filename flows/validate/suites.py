@@ -12,6 +12,7 @@ import duckdb
 import polars as pl
 
 from flows.core import tables
+from flows.core.held import published_columns
 from flows.core.settings import EXPECTATIONS_DIR
 
 # Expectations whose outcome for a row depends on that row alone: a row checked once keeps
@@ -99,7 +100,8 @@ def prepare(table: str, frame: pl.DataFrame) -> pl.DataFrame:
     suite = Suite.load(table)
     if suite.derived:
         # A version published before a column existed reads as the column all null.
-        absent = [c for c, _ in tables.table(table).columns if c not in frame.columns]
+        present = published_columns(frame.columns)  # a text held back is there as its hash
+        absent = [c for c, _ in tables.table(table).columns if c not in present]
         frame = frame.with_columns(pl.lit(None).alias(c) for c in absent)
         frame = frame.hstack(derived_columns(frame, suite.derived))
     nested = [name for name, dtype in frame.schema.items() if dtype.is_nested()]

@@ -7,6 +7,7 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 
+from flows.core.held import IN_FRAME, Texts
 from flows.validate.checks import DQ_SCHEMA, failed_lists, row_result, table_result
 from flows.validate.gx import GxProject, RowChecks, SuiteResult, run_suite
 from flows.validate.row_memo import RowMemo
@@ -22,10 +23,15 @@ class Validator:
     DuckDB over the whole table. Either way each result counts every row of the table.
     """
 
-    def __init__(self, root: Path, run_id: str, memo: Path | None = None):
+    def __init__(self, root: Path, run_id: str, memo: Path | None = None, texts: Texts = IN_FRAME):
+        """Args:
+        texts: where the texts of frames that hold them back (flows/core/held.py) are
+            read back, for the rows checked now.
+        """
         self.root = root
         self.run_id = run_id
         self.memo = memo
+        self.texts = texts
         self.results: list[pl.DataFrame] = []
         # Suite results to store for the Data Docs (docs.py), which serialises
         # each: done in the Data Docs' thread, not here.
@@ -87,7 +93,7 @@ class Validator:
         failed = known.filter(pl.col("failed").list.len() > 0)  # the few rows that failed
         checked = fresh.height or fields is None
         if checked:
-            found = self.run_gx(suite.row_level(), fresh, parameters)
+            found = self.run_gx(suite.row_level(), self.texts.filled(fresh), parameters)
             fields = found.fields
             added = failed_lists(fresh[ROW_HASH], found.failures)
             failed = pl.concat([failed, added.filter(pl.col("failed").list.len() > 0)])

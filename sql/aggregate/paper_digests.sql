@@ -1,4 +1,6 @@
--- paper_digests: a digest of the paper columns that per-paper SQL reads (abstract, links).
+-- paper_digests: a digest of the paper columns that per-paper SQL reads (abstract, links),
+-- the abstract as the 64-bit hash that the run's papers hold in its place
+-- (flows/core/held.py).
 -- grain: one row per paper_id.
 -- upstream: papers.
 -- A paper's cached rows are reused only while its digest is unchanged: the paper_id hashes
@@ -8,7 +10,7 @@
 with final as (
     select
         paper_id,
-        hash(abstract, links)::varchar as digest
+        hash(abstract_hash, links)::varchar as digest
     from papers
 )
 
