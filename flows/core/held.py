@@ -17,6 +17,9 @@ import polars as pl
 # Each text held back, and the column of its hash that the run's frames hold in its place.
 HELD_BACK = {"abstract_raw": "abstract_raw_hash", "abstract": "abstract_hash"}
 TEXT_OF = {stand_in: text for text, stand_in in HELD_BACK.items()}
+# Where a paper's held-back texts lie: its record, the file it was read from and its number
+# there (the columns of papers that name the record it shows).
+RECORD = ["source_path", "record_no"]
 
 
 def stand_in(text: str) -> pl.Expr:

@@ -15,22 +15,18 @@ import duckdb
 import polars as pl
 
 from flows.core import cache
-from flows.core.held import IN_FRAME, Texts, held_back, text_or_stand_in
+from flows.core.held import IN_FRAME, RECORD, Texts, held_back, text_or_stand_in
 from flows.core.lake import read_sql
 from flows.derive.mentions import MACRO_ROWS_MAX
 
 # Papers read by one run of a per-paper SQL: a run that reads many (the first) writes their
 # rows to the cache a batch at a time, and holds one batch.
 BATCH_PAPERS = 20_000
-# Papers whose digests one query makes: a million papers' abstracts handed to DuckDB at once
-# were 1.5 GB more for a moment.
-DIGEST_PAPERS = 100_000
 # Tables of sql/ whose rows each come from one paper alone, and the other tables they read.
 PER_PAPER_TABLES = {"mentions": ("mention_vocabulary",)}
 # The columns of papers that per-paper SQL reads (and sql/aggregate/paper_digests.sql
-# digests), and where a paper's held-back abstract is read back from (its record).
+# digests).
 READ = ("paper_id", "abstract", "links")
-RECORD = ("source_path", "record_no")
 
 
 @dataclass(frozen=True)
@@ -189,13 +185,10 @@ class PaperRows:
         try:
             return con.table("paper_digests").pl()
         except duckdb.CatalogException:
-            # The columns sql/aggregate/paper_digests.sql reads: only they are converted,
-            # and DIGEST_PAPERS papers at a time (DuckDB copies the texts it is handed).
-            texts = held_back(self.papers.drop(RECORD, strict=False))
-            digests = pl.concat(
-                over_papers(con, texts.slice(start, DIGEST_PAPERS), self.digests)
-                for start in range(0, max(texts.height, 1), DIGEST_PAPERS)
-            )
+            # The columns sql/aggregate/paper_digests.sql reads, the abstracts as their
+            # hashes: only they are converted (DuckDB copies what it is handed).
+            held = held_back(self.papers.drop(RECORD, strict=False))
+            digests = over_papers(con, held, self.digests)
         con.register("paper_digests_frame", digests)
         con.execute("create table paper_digests as from paper_digests_frame")
         con.unregister("paper_digests_frame")

@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 
-from flows.core.held import IN_FRAME, Texts, text_or_stand_in
+from flows.core.held import IN_FRAME, RECORD, Texts, text_or_stand_in
 from flows.core.progress import Advance, progress
 from flows.core.settings import BATCH_SIZE, PACKAGED_MODEL, encoder_cache
 from flows.embed.agreement import agreement_with_fp32, pick_sample, reduced_precision
@@ -28,7 +28,6 @@ EMBED_PART = 50_000
 # Papers whose abstracts are read back (`texts_made`) at a time: each read takes every part
 # of the parse cache once that holds any of them.
 TEXT_ROWS = 250_000
-RECORD = ("source_path", "record_no")  # where a paper's texts lie: its shown record
 
 
 @dataclass

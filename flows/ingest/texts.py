@@ -11,9 +11,7 @@ from pathlib import Path
 import polars as pl
 
 from flows.core.errors import WarehouseError
-from flows.core.held import TEXT_OF, published_columns, stand_in, stand_ins
-
-KEY = ["source_path", "record_no"]  # a record: the file it was read from, its number there
+from flows.core.held import RECORD, TEXT_OF, published_columns, stand_in, stand_ins
 
 # (Parquet part, source path, rows): see IngestResult.parts.
 Part = tuple[Path, str | None, tuple[int, int] | None]
@@ -56,9 +54,9 @@ class RecordTexts:
         held = stand_ins(frame.columns)
         if not held:
             return frame
-        wanted = frame.select(KEY).unique()
+        wanted = frame.select(RECORD).unique()
         texts = self.texts(wanted, [TEXT_OF[c] for c in held], self.parts)
-        back = frame.join(texts.unique(KEY), on=KEY, how="left", maintain_order="left")
+        back = frame.join(texts.unique(RECORD), on=RECORD, how="left", maintain_order="left")
         return checked(back, held)
 
     def batches(self, frame: pl.DataFrame, rows: int) -> Iterator[pl.DataFrame]:
@@ -70,16 +68,16 @@ class RecordTexts:
         if not held or frame.height <= rows:
             yield self.filled(frame)
             return
-        wanted = frame.select(KEY).unique()
+        wanted = frame.select(RECORD).unique()
         columns = [TEXT_OF[c] for c in held]
         seen = []
         for parts in self.groups(wanted, rows):
-            texts = self.texts(wanted, columns, parts).unique(KEY)
-            batch = frame.join(texts, on=KEY, how="inner", maintain_order="left")
-            seen.append(batch.select(KEY))
+            texts = self.texts(wanted, columns, parts).unique(RECORD)
+            batch = frame.join(texts, on=RECORD, how="inner", maintain_order="left")
+            seen.append(batch.select(RECORD))
             if batch.height:
                 yield checked(batch, held)
-        missing = frame.join(pl.concat([wanted.clear(), *seen]), on=KEY, how="anti")
+        missing = frame.join(pl.concat([wanted.clear(), *seen]), on=RECORD, how="anti")
         if missing.height:  # records in no part: `checked` says so
             checked(missing.with_columns(pl.lit(None, pl.String).alias(c) for c in columns), held)
 
@@ -157,12 +155,12 @@ def texts_of(
     numbers by file) in one part, read once for all the files whose rows it holds (`spans`:
     each file's path and rows, or no path where the rows carry their own)."""
     own = spans["path"].null_count() > 0
-    rows = pl.read_parquet(part, columns=[*KEY, *columns] if own else ["record_no", *columns])
+    rows = pl.read_parquet(part, columns=[*RECORD, *columns] if own else ["record_no", *columns])
     pieces = []
     for path, start, stop in spans.select("path", "start", "stop").iter_rows():
         piece = rows if start is None else rows.slice(start, stop - start)
         if path is None:
-            pieces.append(piece.select(*KEY, *columns).join(wanted, on=KEY, how="semi"))
+            pieces.append(piece.select(*RECORD, *columns).join(wanted, on=RECORD, how="semi"))
             continue
         piece = piece.select("record_no", *columns).join(by_path[path], on="record_no",
                                                          how="semi")  # fmt: skip
